@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"warehouse-etl/config"
+	"warehouse-etl/pipeline"
+)
+
+const buildSynopsis = `--config FILE [flags]
+
+Builds the warehouse version that FILE describes under its output_root and
+prints the version directory on stdout. A rerun with unchanged sources
+prints "up to date" and writes nothing.
+
+environment:
+  WAREHOUSE_CLEAR=1                rebuild an existing version and replace it atomically
+  WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}        override a threshold's max_count ("off" removes it)
+  WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}_RATIO  override a threshold's max_ratio ("off" removes it)
+  WAREHOUSE_{INVALID,MISSING,EMPTY}_ACTION     fail or warn`
+
+func runBuild(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "build", buildSynopsis)
+	configPath := fs.String("config", "", "build config file (JSON with comments)")
+	workers := fs.Int("workers", 0, "worker count; 0 uses the config's workers (0 there = one per CPU)")
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *configPath == "" {
+		fs.Usage()
+		return usageError{fmt.Errorf("--config is required")}
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return usageError{err}
+	}
+	logw := env.stderr
+	var bar *progressBar
+	counters := &pipeline.Counters{}
+	if env.stderrIsTTY && !lf.quiet && lf.format == "text" {
+		// On a terminal the bar shows progress; logs keep to warnings.
+		lf.quiet = true
+		bar = startProgress(env.stderr, counters)
+	}
+	log, err := lf.logger(logw)
+	if err != nil {
+		return err
+	}
+	if bar == nil && !lf.quiet {
+		stop := logProgress(log, counters, 10*time.Second)
+		defer stop()
+	}
+	res, err := pipeline.Build(ctx, pipeline.Options{
+		Config:   cfg,
+		Clear:    clearRequested(env.getenv("WAREHOUSE_CLEAR")),
+		Getenv:   env.getenv,
+		Logger:   log,
+		Counters: counters,
+		Workers:  *workers,
+	})
+	if bar != nil {
+		bar.stop()
+	}
+	if err != nil {
+		return err
+	}
+	printBuildSummary(env.stderr, res)
+	fmt.Fprintln(env.stdout, res.Dir)
+	return nil
+}
+
+// clearRequested reads WAREHOUSE_CLEAR: 1, true, yes (any case) ask for a rebuild.
+func clearRequested(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+func printBuildSummary(w io.Writer, res *pipeline.Result) {
+	m := res.Manifest
+	t := m.Summary.Total
+	fmt.Fprintf(w, "%s: %s\n", res.Status, res.Dir)
+	fmt.Fprintf(w, "  version   %s\n", m.Version)
+	fmt.Fprintf(w, "  samples   %d kept of %d (empty %d, invalid %d, missing %d)\n", t.Kept, t.Total, t.Empty, t.Invalid, t.MissingImage+t.MissingFile)
+	fmt.Fprintf(w, "  shards    %d x up to %d samples, %s %dx%d\n", len(m.Shards), m.SamplesPerShard, m.DefaultDType, m.Transform.TargetWidth, m.Transform.TargetHeight)
+	if r := res.Report; r != nil {
+		fmt.Fprintf(w, "  time      %.2fs total (scan %.2fs, transform+write %.2fs, publish %.2fs), %.1f samples/s, %.1f MB/s\n",
+			r.Phases.Total, r.Phases.Scan, r.Phases.Write, r.Phases.Publish, r.SamplesPerSecond, r.MBPerSecond)
+	}
+	if len(t.ByReason) > 0 {
+		fmt.Fprintf(w, "  reasons  ")
+		for _, reason := range sortedReasons(t.ByReason) {
+			fmt.Fprintf(w, " %s=%d", reason, t.ByReason[reason])
+		}
+		fmt.Fprintln(w)
+	}
+	for _, f := range res.Warnings {
+		fmt.Fprintf(w, "  warning   %s\n", f.String())
+	}
+}
+
+// logProgress logs counters periodically when stderr is not a terminal.
+func logProgress(log *slog.Logger, c *pipeline.Counters, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
+			}
+		}
+	}()
+	return func() { close(done) }
+}

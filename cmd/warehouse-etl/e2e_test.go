@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"warehouse-etl/pipeline"
+	"warehouse-etl/warehouse"
+)
+
+// demoRoot is the shipped demo dataset, as an absolute path.
+func demoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../testdata/capture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// writeConfig writes a config for dataset root into a temp dir, with the
+// demo's settings plus overrides, and returns its path and output root.
+func writeConfig(t *testing.T, root string, overrides map[string]any) (cfgPath, outRoot string) {
+	t.Helper()
+	dir := t.TempDir()
+	outRoot = filepath.Join(dir, "out")
+	cfg := map[string]any{
+		"source":          map[string]any{"kind": "capture", "root": root},
+		"target_size":     []int{384, 384},
+		"dtype":           "f16",
+		"max_boxes":       16,
+		"shard_target_mb": 4,
+		"thresholds": map[string]any{
+			"invalid": map[string]any{"max_ratio": 0.5},
+			"missing": map[string]any{"max_ratio": 0.25},
+			"empty":   map[string]any{"max_ratio": 0.2, "action": "warn"},
+		},
+		"output_root": outRoot,
+	}
+	maps.Copy(cfg, overrides)
+	raw, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = filepath.Join(dir, "config.jsonc")
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, outRoot
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs the CLI in-process with the given environment.
+func runCLI(t *testing.T, ctx context.Context, env map[string]string, args ...string) cliResult {
+	t.Helper()
+	var out, errw bytes.Buffer
+	e := &environment{stdout: &out, stderr: &errw, getenv: func(k string) string { return env[k] }}
+	code := run(ctx, e, args)
+	return cliResult{code, out.String(), errw.String()}
+}
+
+func mustBuild(t *testing.T, cfgPath string, env map[string]string, extra ...string) (dir string, res cliResult) {
+	t.Helper()
+	res = runCLI(t, context.Background(), env, append([]string{"build", "--config", cfgPath}, extra...)...)
+	if res.code != 0 {
+		t.Fatalf("build exit %d\nstderr:\n%s", res.code, res.stderr)
+	}
+	return strings.TrimSpace(res.stdout), res
+}
+
+func readSamples(t *testing.T, dir string) []pipeline.SampleRecord {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, warehouse.SamplesName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []pipeline.SampleRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r pipeline.SampleRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("samples.jsonl line %d: %v", len(recs), err)
+		}
+		recs = append(recs, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// versionDirs lists what a build left under an output root, ignoring the
+// lock files that are expected to stay.
+func versionDirs(t *testing.T, outRoot string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(outRoot)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".lock") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+func TestBuildDemoEndToEnd(t *testing.T) {
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	dir, res := mustBuild(t, cfgPath, nil)
+	if !strings.HasPrefix(dir, outRoot+string(filepath.Separator)+"v") {
+		t.Fatalf("stdout %q is not a version dir under %s", dir, outRoot)
+	}
+	if !strings.Contains(res.stderr, "built: "+dir) {
+		t.Fatalf("stderr lacks the summary:\n%s", res.stderr)
+	}
+	m, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, err := warehouse.ResolveDir(outRoot); err != nil || latest != dir {
+		t.Fatalf("latest -> %q, %v; want %s", latest, err, dir)
+	}
+	// Every shard's recorded checksum and size match the file.
+	for _, s := range m.Shards {
+		path := filepath.Join(dir, s.RelativePath)
+		if got := fileSHA256(t, path); got != s.ChecksumSHA256 {
+			t.Errorf("%s: sha256 %s, manifest says %s", s.ID, got, s.ChecksumSHA256)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() != s.Bytes {
+			t.Errorf("%s: size mismatch: %v", s.ID, err)
+		}
+	}
+	if len(m.Shards) < 2 {
+		t.Fatalf("demo with a 4 MiB shard target should give several shards, got %d", len(m.Shards))
+	}
+	// samples.jsonl lists every input sample once, in order, and agrees
+	// with the summary.
+	recs := readSamples(t, dir)
+	if int64(len(recs)) != m.InputSamples || m.InputSamples != m.Summary.Total.Total {
+		t.Fatalf("samples.jsonl has %d lines, manifest input_samples %d, summary total %d", len(recs), m.InputSamples, m.Summary.Total.Total)
+	}
+	var kept int64
+	for i, r := range recs {
+		if r.Seq != int64(i) {
+			t.Fatalf("line %d has seq %d", i, r.Seq)
+		}
+		if r.Kept {
+			if r.Index != kept {
+				t.Fatalf("kept sample %d has index %d, want %d", i, r.Index, kept)
+			}
+			kept++
+		}
+	}
+	if kept != m.Samples {
+		t.Fatalf("%d kept lines, manifest samples %d", kept, m.Samples)
+	}
+	// No temporary or spill files remain.
+	if got := versionDirs(t, outRoot); !slices.Equal(got, []string{"latest", filepath.Base(dir)}) {
+		t.Fatalf("output root holds %v", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != "build_report.json,fingerprint.jsonl,manifest.json,samples.jsonl,shards" {
+		t.Fatalf("version dir holds %s", got)
+	}
+}
+
+// The rerun, changed-source and WAREHOUSE_CLEAR paths, in order, on a
+// private copy of the dataset.
+func TestRerunChangedSourceAndClear(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "capture")
+	if err := os.CopyFS(root, os.DirFS(demoRoot(t))); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := writeConfig(t, root, nil)
+	dir, _ := mustBuild(t, cfgPath, nil)
+	manifestPath := filepath.Join(dir, warehouse.ManifestName)
+	before, _ := os.Stat(manifestPath)
+	shardSums := map[string]string{}
+	m, _ := warehouse.ReadManifest(dir)
+	for _, s := range m.Shards {
+		shardSums[s.RelativePath] = s.ChecksumSHA256
+	}
+
+	// Rerun: up to date, nothing rewritten.
+	again, res := mustBuild(t, cfgPath, nil)
+	if again != dir || !strings.Contains(res.stderr, "up to date") {
+		t.Fatalf("rerun: dir %s, stderr:\n%s", again, res.stderr)
+	}
+	after, _ := os.Stat(manifestPath)
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("an up-to-date rerun rewrote the manifest")
+	}
+
+	// Touch one label: refused with exit 4 naming it.
+	touched := filepath.Join(root, "run_2", "labels", "frame_00000.json")
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(touched, future, future); err != nil {
+		t.Fatal(err)
+	}
+	res = runCLI(t, context.Background(), nil, "build", "--config", cfgPath)
+	rel, _ := filepath.Rel(root, touched)
+	if res.code != exitStale || !strings.Contains(res.stderr, filepath.ToSlash(rel)) || !strings.Contains(res.stderr, "WAREHOUSE_CLEAR=1") {
+		t.Fatalf("changed source: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+
+	// WAREHOUSE_CLEAR=1 rebuilds and replaces; the bytes are the same
+	// because only an mtime changed.
+	rebuilt, res := mustBuild(t, cfgPath, map[string]string{"WAREHOUSE_CLEAR": "1"})
+	if rebuilt != dir || !strings.Contains(res.stderr, "rebuilt: ") {
+		t.Fatalf("clear: dir %s, stderr:\n%s", rebuilt, res.stderr)
+	}
+	m2, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m2.Shards {
+		if shardSums[s.RelativePath] != s.ChecksumSHA256 {
+			t.Fatalf("%s changed across a rebuild of unchanged content", s.RelativePath)
+		}
+	}
+	if m2.SourceFingerprint == m.SourceFingerprint {
+		t.Fatal("the rebuilt manifest kept the old fingerprint")
+	}
+	// And now it is up to date again.
+	if _, res := mustBuild(t, cfgPath, nil); !strings.Contains(res.stderr, "up to date") {
+		t.Fatalf("after clear: %s", res.stderr)
+	}
+}
+
+func TestThresholdFailurePublishesNothing(t *testing.T) {
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	res := runCLI(t, context.Background(), map[string]string{"WAREHOUSE_MAX_INVALID": "0"}, "build", "--config", cfgPath)
+	if res.code != exitThreshold {
+		t.Fatalf("exit %d, want %d\n%s", res.code, exitThreshold, res.stderr)
+	}
+	if !regexp.MustCompile(`threshold invalid\.max_count exceeded: \d+ \(\d+ of \d+ samples\) > limit 0`).MatchString(res.stderr) {
+		t.Fatalf("message does not name threshold, value and limit:\n%s", res.stderr)
+	}
+	if got := versionDirs(t, outRoot); len(got) != 0 {
+		t.Fatalf("a failed build left %v", got)
+	}
+	// The same limit as a ratio, from the config file.
+	cfgPath, outRoot = writeConfig(t, demoRoot(t), map[string]any{"thresholds": map[string]any{
+		"invalid": map[string]any{"max_ratio": 0.5},
+		"missing": map[string]any{"max_ratio": 0.01},
+	}})
+	res = runCLI(t, context.Background(), nil, "build", "--config", cfgPath)
+	if res.code != exitThreshold || !strings.Contains(res.stderr, "threshold missing.max_ratio exceeded") || !strings.Contains(res.stderr, "> limit 0.01") {
+		t.Fatalf("exit %d:\n%s", res.code, res.stderr)
+	}
+	if got := versionDirs(t, outRoot); len(got) != 0 {
+		t.Fatalf("a failed build left %v", got)
+	}
+	// Warn instead of fail: the build goes on and reports it.
+	res = runCLI(t, context.Background(), map[string]string{"WAREHOUSE_MISSING_ACTION": "warn"}, "build", "--config", cfgPath)
+	if res.code != 0 || !strings.Contains(res.stderr, "warning   threshold missing.max_ratio exceeded") {
+		t.Fatalf("warn: exit %d:\n%s", res.code, res.stderr)
+	}
+}
+
+// Same config and inputs, 1 and 4 workers: byte-identical shards and
+// samples.jsonl, and manifests that differ only in created_at_ms.
+func TestDeterministicAcrossWorkerCounts(t *testing.T) {
+	var dirs []string
+	for _, workers := range []string{"1", "4"} {
+		cfgPath, _ := writeConfig(t, demoRoot(t), nil)
+		dir, _ := mustBuild(t, cfgPath, nil, "--workers", workers)
+		dirs = append(dirs, dir)
+	}
+	if filepath.Base(dirs[0]) != filepath.Base(dirs[1]) {
+		t.Fatalf("version dirs differ: %s vs %s", dirs[0], dirs[1])
+	}
+	m, _ := warehouse.ReadManifest(dirs[0])
+	files := []string{warehouse.SamplesName, warehouse.FingerprintName}
+	for _, s := range m.Shards {
+		files = append(files, s.RelativePath)
+	}
+	for _, f := range files {
+		a, _ := os.ReadFile(filepath.Join(dirs[0], f))
+		b, _ := os.ReadFile(filepath.Join(dirs[1], f))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between 1 and 4 workers (%d vs %d bytes)", f, len(a), len(b))
+		}
+	}
+	createdAt := regexp.MustCompile(`"created_at_ms": \d+`)
+	a, _ := os.ReadFile(filepath.Join(dirs[0], warehouse.ManifestName))
+	b, _ := os.ReadFile(filepath.Join(dirs[1], warehouse.ManifestName))
+	if !bytes.Equal(createdAt.ReplaceAll(a, nil), createdAt.ReplaceAll(b, nil)) {
+		t.Error("manifests differ beyond created_at_ms")
+	}
+}
+
+func TestInterruptedBuildPublishesNothing(t *testing.T) {
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := runCLI(t, ctx, nil, "build", "--config", cfgPath)
+	if res.code != exitInterrupted {
+		t.Fatalf("exit %d, want %d:\n%s", res.code, exitInterrupted, res.stderr)
+	}
+	if got := versionDirs(t, outRoot); len(got) != 0 {
+		t.Fatalf("an interrupted build left %v", got)
+	}
+}
+
+func TestLockedVersionExits5(t *testing.T) {
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	dir, _ := mustBuild(t, cfgPath, nil)
+	lock, err := warehouse.Acquire(outRoot, filepath.Base(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath)
+	if res.code != exitLocked || !strings.Contains(res.stderr, "another build of this version is running") {
+		t.Fatalf("exit %d:\n%s", res.code, res.stderr)
+	}
+}
+
+func TestUsageAndConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonc")
+	os.WriteFile(bad, []byte("{\n  \"source\": {\"root\": \".\"},\n  \"target\": [1, 2]\n}\n"), 0o644)
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "usage: warehouse-etl <command>"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"build"}, exitUsage, "--config is required"},
+		{[]string{"build", "--config", bad}, exitUsage, `bad.jsonc: line 3: unknown key "target" at the top level`},
+		{[]string{"build", "--config", filepath.Join(dir, "absent.jsonc")}, exitUsage, "no such file"},
+		{[]string{"build", "--nope"}, exitUsage, "flag provided but not defined: -nope"},
+		{[]string{"--help"}, exitOK, "exit codes:"},
+		{[]string{"build", "-h"}, exitOK, "WAREHOUSE_CLEAR=1"},
+	}
+	for _, tt := range tests {
+		res := runCLI(t, context.Background(), nil, tt.args...)
+		if res.code != tt.code || !strings.Contains(res.stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", tt.args, res.code, res.stderr, tt.code, tt.want)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+
+	"warehouse-etl/pipeline"
+	"warehouse-etl/warehouse"
+)
+
+// Exit codes; the usage text in main.go lists them for users.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitThreshold   = 3
+	exitStale       = 4
+	exitLocked      = 5
+	exitInterrupted = 130
+)
+
+// usageError marks bad flags or a bad config: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// errUsageShown is returned after the flag package already printed why.
+var errUsageShown = usageError{errors.New("usage")}
+
+// exitCode is the one place that maps errors to exit codes.
+func exitCode(ctx context.Context, err error) int {
+	var (
+		threshold *pipeline.ThresholdError
+		stale     *pipeline.StaleError
+		usage     usageError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &threshold):
+		return exitThreshold
+	case errors.As(err, &stale):
+		return exitStale
+	case errors.Is(err, warehouse.ErrLocked):
+		return exitLocked
+	case errors.As(err, &usage):
+		return exitUsage
+	default:
+		return exitFailure
+	}
+}

@@ -1,0 +1,96 @@
+// Command warehouse-etl builds, checks and serves versioned tensor
+// warehouses. Each subcommand lives in its own cmd_<name>.go with a
+// testable run function; exit codes are decided in exitCode alone.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *environment, args []string) error
+}
+
+// environment is what a subcommand may touch: the standard streams and the
+// process environment, injectable for tests.
+type environment struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	stderrIsTTY    bool
+}
+
+var commands = []command{
+	{"build", "build (or confirm up to date) the warehouse version a config describes", runBuild},
+	{"version", "print the code version", runVersion},
+}
+
+const usageText = `usage: warehouse-etl <command> [flags]
+
+commands:
+%s
+exit codes:
+  0    success (including "up to date")
+  1    failure: I/O error, corrupt input the build cannot continue past, internal error
+  2    usage or configuration error
+  3    validation thresholds exceeded: nothing was published
+  4    sources changed since this version was built: rerun with WAREHOUSE_CLEAR=1
+  5    another build of the same version holds its lock
+  130  interrupted (SIGINT/SIGTERM): nothing was published
+
+Run 'warehouse-etl <command> -h' for a command's flags.
+`
+
+func usage(w io.Writer) {
+	var list string
+	for _, c := range commands {
+		list += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, usageText, list)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	env := &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrIsTTY: isTerminal(os.Stderr)}
+	code := run(ctx, env, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and maps its error to an exit code.
+func run(ctx context.Context, env *environment, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(ctx, env, args[1:])
+			code := exitCode(ctx, err)
+			if err != nil && !errors.Is(err, errUsageShown) && !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(env.stderr, "warehouse-etl %s: %v\n", c.name, err)
+			}
+			return code
+		}
+	}
+	fmt.Fprintf(env.stderr, "warehouse-etl: unknown command %q\n\n", args[0])
+	usage(env.stderr)
+	return exitUsage
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

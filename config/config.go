@@ -1,0 +1,226 @@
+// Package config reads the pinned build configuration: a JSON file in which
+// // and /* */ comments are allowed, every key is known (an unknown key is an
+// error naming the key and its line) and every setting has a default.
+//
+// Relative paths (source.root, output_root) are resolved against the
+// directory of the config file, so a pinned config builds the same version
+// wherever the checkout lives; the dataset root recorded in the version
+// recipe is the path as written, cleaned.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+
+	"warehouse-etl/validate"
+)
+
+// Config is the whole build configuration. JSON names are the file's keys.
+type Config struct {
+	Source        Source              `json:"source"`
+	TargetSize    [2]int              `json:"target_size"` // width, height
+	ResizeMode    string              `json:"resize_mode"` // letterbox | stretch | none
+	PadValue      int                 `json:"pad_value"`   // 0..255, every channel
+	Normalize     Normalize           `json:"normalize"`
+	DType         string              `json:"dtype"` // f16 | f32
+	MaxBoxes      int                 `json:"max_boxes"`
+	SkipEmpty     bool                `json:"skip_empty"`
+	Classes       []string            `json:"classes"`         // optional pinned class list; empty = discovered
+	ShardTargetMB float64             `json:"shard_target_mb"` // target shard size in MiB
+	Thresholds    validate.Thresholds `json:"thresholds"`
+	OutputRoot    string              `json:"output_root"`
+	Workers       int                 `json:"workers"` // 0 = one per CPU
+
+	// Path is the file the config was read from; Dir its directory.
+	Path string `json:"-"`
+	Dir  string `json:"-"`
+}
+
+// Source names the input layout and where it lives.
+type Source struct {
+	Kind      string   `json:"kind"`       // capture
+	Root      string   `json:"root"`       // dataset root, relative to the config file
+	LabelKeys []string `json:"label_keys"` // capture: label list keys, first present wins
+}
+
+// Normalize is the per-channel normalization after scaling pixels to [0,1]:
+// (v/255 - mean[c]) / std[c]. Both empty means v/255.
+type Normalize struct {
+	Mean []float64 `json:"mean"`
+	Std  []float64 `json:"std"`
+}
+
+// Defaults returns the configuration every file starts from.
+func Defaults() Config {
+	return Config{
+		Source:        Source{Kind: "capture", LabelKeys: []string{"polyp_labels", "labels"}},
+		TargetSize:    [2]int{384, 384},
+		ResizeMode:    "letterbox",
+		PadValue:      0,
+		DType:         "f16",
+		MaxBoxes:      16,
+		ShardTargetMB: 192,
+		Thresholds:    DefaultThresholds(),
+		OutputRoot:    "warehouse",
+	}
+}
+
+// DefaultThresholds fail a build when more than 5% of the samples are
+// invalid or missing, and warn when more than half are empty.
+func DefaultThresholds() validate.Thresholds {
+	ratio := func(r float64) *float64 { return &r }
+	return validate.Thresholds{
+		Invalid: validate.Limit{MaxRatio: ratio(0.05), Action: validate.ActionFail},
+		Missing: validate.Limit{MaxRatio: ratio(0.05), Action: validate.ActionFail},
+		Empty:   validate.Limit{MaxRatio: ratio(0.5), Action: validate.ActionWarn},
+	}
+}
+
+// Load reads, checks and resolves a config file.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Path, cfg.Dir = abs, filepath.Dir(abs)
+	return cfg, nil
+}
+
+// Parse reads config bytes over the defaults and validates the result.
+func Parse(raw []byte) (*Config, error) {
+	src, err := stripComments(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(src, reflect.TypeFor[Config]()); err != nil {
+		return nil, err
+	}
+	cfg := Defaults()
+	// Thresholds given in the file replace the defaults as a whole per
+	// category: a file that sets invalid.max_count should not silently keep
+	// the default invalid.max_ratio.
+	cfg.Thresholds = validate.Thresholds{}
+	var probe struct {
+		Thresholds *struct {
+			Invalid, Missing, Empty *struct{}
+		} `json:"thresholds"`
+	}
+	if err := decodeLoose(src, &probe); err != nil {
+		return nil, err
+	}
+	if err := decodeStrict(src, &cfg); err != nil {
+		return nil, err
+	}
+	def := DefaultThresholds()
+	if probe.Thresholds == nil || probe.Thresholds.Invalid == nil {
+		cfg.Thresholds.Invalid = def.Invalid
+	}
+	if probe.Thresholds == nil || probe.Thresholds.Missing == nil {
+		cfg.Thresholds.Missing = def.Missing
+	}
+	if probe.Thresholds == nil || probe.Thresholds.Empty == nil {
+		cfg.Thresholds.Empty = def.Empty
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Validate checks every setting's range and spelling.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Source.Kind != "capture" {
+		bad("source.kind %q: known kinds are capture", c.Source.Kind)
+	}
+	if c.Source.Root == "" {
+		bad("source.root is required")
+	}
+	if c.Source.Kind == "capture" && len(c.Source.LabelKeys) == 0 {
+		bad("source.label_keys must name at least one key")
+	}
+	for i, v := range c.TargetSize {
+		if v < 1 || v > 16384 {
+			bad("target_size[%d] = %d: must be 1..16384", i, v)
+		}
+	}
+	if !slices.Contains([]string{"letterbox", "stretch", "none"}, c.ResizeMode) {
+		bad("resize_mode %q: must be letterbox, stretch or none", c.ResizeMode)
+	}
+	if c.PadValue < 0 || c.PadValue > 255 {
+		bad("pad_value %d: must be 0..255", c.PadValue)
+	}
+	if n := len(c.Normalize.Mean) + len(c.Normalize.Std); n != 0 {
+		if len(c.Normalize.Mean) != 3 || len(c.Normalize.Std) != 3 {
+			bad("normalize.mean and normalize.std must both have 3 values (R, G, B) or both be omitted")
+		} else {
+			for i := range 3 {
+				m, s := c.Normalize.Mean[i], c.Normalize.Std[i]
+				if math.IsNaN(m) || math.IsInf(m, 0) || !(s > 0) || math.IsInf(s, 0) {
+					bad("normalize channel %d: mean must be finite and std finite and > 0", i)
+				}
+			}
+		}
+	}
+	if c.DType != "f16" && c.DType != "f32" {
+		bad("dtype %q: must be f16 or f32", c.DType)
+	}
+	if c.MaxBoxes < 1 || c.MaxBoxes > 4096 {
+		bad("max_boxes %d: must be 1..4096", c.MaxBoxes)
+	}
+	if !(c.ShardTargetMB > 0) || c.ShardTargetMB > 1<<20 {
+		bad("shard_target_mb %v: must be > 0 and at most 1048576", c.ShardTargetMB)
+	}
+	if c.Workers < 0 || c.Workers > 1024 {
+		bad("workers %d: must be 0 (one per CPU) to 1024", c.Workers)
+	}
+	if c.OutputRoot == "" {
+		bad("output_root must not be empty")
+	}
+	seen := map[string]bool{}
+	for _, name := range c.Classes {
+		if name == "" || seen[name] {
+			bad("classes: %q is empty or repeated", name)
+		}
+		seen[name] = true
+	}
+	if err := c.Thresholds.Validate(); err != nil {
+		bad("thresholds: %v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// ShardTargetBytes is the shard size target in bytes.
+func (c *Config) ShardTargetBytes() int64 { return int64(c.ShardTargetMB * (1 << 20)) }
+
+// WorkerCount resolves workers = 0 to the number of usable CPUs.
+func (c *Config) WorkerCount() int {
+	if c.Workers > 0 {
+		return c.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Resolve turns a path from the config into one usable from the process's
+// working directory: relative paths are relative to the config file.
+func (c *Config) Resolve(p string) string {
+	if filepath.IsAbs(p) || c.Dir == "" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(c.Dir, p)
+}

@@ -1,0 +1,33 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+
+	"warehouse-etl/validate"
+)
+
+// ThresholdError is returned when validation thresholds with action fail are
+// exceeded. Nothing is published.
+type ThresholdError struct {
+	Findings []validate.Finding
+}
+
+func (e *ThresholdError) Error() string {
+	msgs := make([]string, len(e.Findings))
+	for i, f := range e.Findings {
+		msgs[i] = f.String()
+	}
+	return "validation failed: " + strings.Join(msgs, "; ")
+}
+
+// StaleError is returned when the version directory exists but its sources
+// changed since it was built; WAREHOUSE_CLEAR=1 rebuilds it.
+type StaleError struct {
+	Dir    string
+	Change string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("sources changed since %s was built: %s; rerun with WAREHOUSE_CLEAR=1 to rebuild and replace it", e.Dir, e.Change)
+}

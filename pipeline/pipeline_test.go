@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"warehouse-etl/config"
+	"warehouse-etl/shard"
+	"warehouse-etl/sources"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+// memSource is an in-memory source: samples and their image bytes.
+type memSource struct {
+	samples []sources.Sample
+	images  map[string][]byte
+}
+
+func (m *memSource) Kind() string { return "mem" }
+
+func (m *memSource) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
+	for i := range m.samples {
+		s := m.samples[i]
+		if err := fn(&s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memSource) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+	for _, s := range m.samples {
+		if err := fn(sources.FileInfo{Path: s.ImagePath, Size: int64(len(m.images[s.ImagePath]))}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memSource) ReadImage(s *sources.Sample) ([]byte, error) {
+	b, ok := m.images[s.ImagePath]
+	if !ok {
+		return nil, fmt.Errorf("%s: not found", s.ImagePath)
+	}
+	return b, nil
+}
+
+func pngBytes(t *testing.T, w, h int, seed uint8) []byte {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.NRGBA{uint8(x*20) + seed, uint8(y*20) + seed, seed, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// newMemSource makes n 10x10 samples with one box each; the images of the
+// samples listed in corrupt keep a valid header but lose their pixel data,
+// so only the full decode at transform time fails.
+func newMemSource(t *testing.T, n int, corrupt ...int) *memSource {
+	src := &memSource{images: map[string][]byte{}}
+	for i := range n {
+		name := fmt.Sprintf("img_%02d.png", i)
+		b := pngBytes(t, 10, 10, uint8(i))
+		for _, c := range corrupt {
+			if c == i {
+				b = b[:40] // IHDR intact, IDAT cut
+			}
+		}
+		src.images[name] = b
+		src.samples = append(src.samples, sources.Sample{
+			Seq: int64(i), Source: "run_1", Frame: uint64(i), ImagePath: name, Width: 10, Height: 10,
+			Boxes: []sources.Box{{X0: 1, Y0: 2, X1: 6, Y1: 8}},
+		})
+	}
+	return src
+}
+
+func testConfig(t *testing.T, samplesPerShard int) *config.Config {
+	cfg := config.Defaults()
+	cfg.Source.Root = "mem"
+	cfg.TargetSize = [2]int{8, 8}
+	cfg.MaxBoxes = 2
+	cfg.OutputRoot = filepath.Join(t.TempDir(), "out")
+	l := shardLayout(&cfg)
+	cfg.ShardTargetMB = float64(int64(samplesPerShard)*l.SampleBytes()+200) / (1 << 20)
+	cfg.Thresholds = validate.Thresholds{}
+	return &cfg
+}
+
+// A full-decode failure in the last shard after it was opened: the sample
+// becomes a late decode_error, the shard is closed short, and everything
+// stays consistent and readable.
+func TestLateDecodeFailureShortensLastShard(t *testing.T) {
+	cfg := testConfig(t, 4)
+	res, err := Build(context.Background(), Options{Config: cfg, Source: newMemSource(t, 6, 5), Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+	if m.SamplesPerShard != 4 {
+		t.Fatalf("samples_per_shard %d, test wants 4", m.SamplesPerShard)
+	}
+	if m.Samples != 5 || len(m.Shards) != 2 || m.Shards[0].Samples != 4 || m.Shards[1].Samples != 1 {
+		t.Fatalf("samples %d, shards %+v", m.Samples, m.Shards)
+	}
+	tot := m.Summary.Total
+	if tot.Total != 6 || tot.Kept != 5 || tot.Skipped != 1 || tot.Invalid != 1 || tot.ByReason[validate.ReasonDecodeError] != 1 {
+		t.Fatalf("summary %+v", tot)
+	}
+	for _, s := range m.Shards {
+		r, err := shard.Open(filepath.Join(res.Dir, s.RelativePath))
+		if err != nil {
+			t.Fatalf("%s: %v", s.ID, err)
+		}
+		if int64(r.Len()) != s.Samples {
+			t.Fatalf("%s holds %d samples, manifest %d", s.ID, r.Len(), s.Samples)
+		}
+		r.Close()
+	}
+	// Reopening the manifest runs its consistency checks.
+	if _, err := warehouse.ReadManifest(res.Dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every worker count writes the same bytes, also around late failures.
+func TestWorkerCountsAgreeWithLateFailures(t *testing.T) {
+	var sums []string
+	for _, workers := range []int{1, 2, 5} {
+		cfg := testConfig(t, 3)
+		res, err := Build(context.Background(), Options{Config: cfg, Source: newMemSource(t, 11, 2, 7), Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all string
+		for _, s := range res.Manifest.Shards {
+			all += s.ChecksumSHA256 + ","
+		}
+		sums = append(sums, all)
+	}
+	if sums[0] != sums[1] || sums[1] != sums[2] {
+		t.Fatalf("shard checksums differ across worker counts:\n%s", sums)
+	}
+}
+
+func TestCancelledBuildLeavesNothing(t *testing.T) {
+	cfg := testConfig(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Build(ctx, Options{Config: cfg, Source: newMemSource(t, 5)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	entries, _ := os.ReadDir(cfg.OutputRoot)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".lock") {
+			t.Errorf("a cancelled build left %s", e.Name())
+		}
+	}
+}

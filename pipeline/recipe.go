@@ -1,0 +1,171 @@
+package pipeline
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"warehouse-etl/config"
+	"warehouse-etl/shard"
+	"warehouse-etl/sources"
+	"warehouse-etl/transforms"
+	"warehouse-etl/warehouse"
+)
+
+// CodeVersion names the code that produced a warehouse. Bump it whenever a
+// change alters the bytes of shards or manifest for the same inputs: it is
+// part of the version key, so old versions are never silently reused.
+const CodeVersion = "warehouse-etl/1"
+
+// transformSpec turns the config into the transforms package's spec.
+func transformSpec(c *config.Config) transforms.Spec {
+	s := transforms.Spec{
+		Width:  c.TargetSize[0],
+		Height: c.TargetSize[1],
+		Mode:   transforms.ResizeMode(c.ResizeMode),
+		Pad:    uint8(c.PadValue),
+		DType:  transforms.F16,
+	}
+	if c.DType == "f32" {
+		s.DType = transforms.F32
+	}
+	if len(c.Normalize.Mean) == 3 {
+		copy(s.Mean[:], c.Normalize.Mean)
+		copy(s.Std[:], c.Normalize.Std)
+	}
+	return s
+}
+
+// shardLayout is the fixed per-sample layout of every shard of a build.
+func shardLayout(c *config.Config) shard.Layout {
+	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes}
+	if c.DType == "f32" {
+		l.DType = shard.F32
+	}
+	return l
+}
+
+// datasetRoot is the source root as the config spells it, cleaned and
+// slash-separated: what the version key records.
+func datasetRoot(c *config.Config) string {
+	return filepath.ToSlash(filepath.Clean(c.Source.Root))
+}
+
+// versionRecipe lists every input of the version key.
+func versionRecipe(c *config.Config) *warehouse.Recipe {
+	var r warehouse.Recipe
+	floats := func(v []float64) string {
+		parts := make([]string, len(v))
+		for i, f := range v {
+			parts[i] = fmt.Sprint(f)
+		}
+		return strings.Join(parts, ",")
+	}
+	r.Set("format_version", warehouse.FormatVersion)
+	r.Set("code_version", CodeVersion)
+	r.Set("shard_version", uint32(shard.Version1))
+	r.Set("dataset_root", datasetRoot(c))
+	r.Set("source.kind", c.Source.Kind)
+	r.Set("source.label_keys", strings.Join(c.Source.LabelKeys, ","))
+	r.Set("target_size", fmt.Sprintf("%dx%d", c.TargetSize[0], c.TargetSize[1]))
+	r.Set("resize_mode", c.ResizeMode)
+	r.Set("pad_value", c.PadValue)
+	r.Set("normalize.mean", floats(c.Normalize.Mean))
+	r.Set("normalize.std", floats(c.Normalize.Std))
+	r.Set("dtype", c.DType)
+	r.Set("max_boxes", c.MaxBoxes)
+	r.Set("skip_empty", c.SkipEmpty)
+	r.Set("classes", strings.Join(c.Classes, ","))
+	r.Set("shard_target_bytes", c.ShardTargetBytes())
+	r.Set("decoder", transforms.DecoderIdentity())
+	return &r
+}
+
+// classTable maps label class keys to dense indices.
+type classTable struct {
+	pinned  bool
+	index   map[sources.ClassKey]int
+	classes []warehouse.Class
+}
+
+// className is how a class key is shown and matched against a pinned list.
+func className(k sources.ClassKey) string {
+	switch {
+	case k.Name != "":
+		return k.Name
+	case k.HasID:
+		return fmt.Sprintf("class_%d", k.ID)
+	default:
+		return "object"
+	}
+}
+
+func newPinnedClasses(names []string) *classTable {
+	t := &classTable{pinned: true, index: map[sources.ClassKey]int{}}
+	for i, n := range names {
+		t.classes = append(t.classes, warehouse.Class{Index: i, Name: n})
+	}
+	return t
+}
+
+// lookup returns the index of a key; for a pinned table a key whose name is
+// not listed is unknown (ok false).
+func (t *classTable) lookup(k sources.ClassKey) (int, bool) {
+	if i, ok := t.index[k]; ok {
+		return i, true
+	}
+	if !t.pinned {
+		return 0, false
+	}
+	name := className(k)
+	for _, c := range t.classes {
+		if c.Name == name {
+			t.index[k] = c.Index
+			return c.Index, true
+		}
+	}
+	return 0, false
+}
+
+// discoveredClasses orders keys stably: keys with a numeric id by id (then
+// name), then name-only keys by name, then the unnamed default class.
+func discoveredClasses(keys map[sources.ClassKey]bool) *classTable {
+	list := make([]sources.ClassKey, 0, len(keys))
+	for k := range keys {
+		list = append(list, k)
+	}
+	rank := func(k sources.ClassKey) int {
+		switch {
+		case k.HasID:
+			return 0
+		case k.Name != "":
+			return 1
+		default:
+			return 2
+		}
+	}
+	slices.SortFunc(list, func(a, b sources.ClassKey) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		if a.ID != b.ID {
+			if a.ID < b.ID {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	t := &classTable{index: map[sources.ClassKey]int{}}
+	for i, k := range list {
+		c := warehouse.Class{Index: i, Name: className(k)}
+		if k.HasID {
+			id := k.ID
+			c.ID = &id
+		}
+		t.index[k] = i
+		t.classes = append(t.classes, c)
+	}
+	return t
+}

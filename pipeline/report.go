@@ -1,0 +1,153 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"runtime"
+	"time"
+
+	"warehouse-etl/shard"
+	"warehouse-etl/transforms"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+// SampleRecord is one line of samples.jsonl: every input sample in scan
+// order, kept or not, with where it landed.
+type SampleRecord struct {
+	Seq         int64                `json:"seq"`
+	Source      string               `json:"source"`
+	SourceIndex int32                `json:"source_index"`
+	Frame       uint64               `json:"frame"`
+	UnixTimeNs  int64                `json:"unix_time_ns"`
+	SimTime     float64              `json:"sim_time"`
+	LabelPath   string               `json:"label_path"`
+	ImagePath   string               `json:"image_path"`
+	Width       int                  `json:"width"`
+	Height      int                  `json:"height"`
+	Kept        bool                 `json:"kept"`
+	Reasons     []validate.Reason    `json:"reasons"`
+	Error       string               `json:"error,omitempty"` // the late decode failure, when there was one
+	Index       int64                `json:"index"`           // position among kept samples, -1 when skipped
+	Shard       string               `json:"shard,omitempty"`
+	ShardIndex  int64                `json:"shard_index"` // position within the shard, -1 when skipped
+	BoxCount    int                  `json:"box_count"`
+	ClassIndex  []int32              `json:"class_index,omitempty"`
+	Geometry    *transforms.Geometry `json:"geometry,omitempty"`
+}
+
+// Report is build_report.json: how the build went. Unlike the manifest it
+// holds timings, so it differs between runs.
+type Report struct {
+	Version          string           `json:"version"`
+	CodeVersion      string           `json:"code_version"`
+	Host             string           `json:"host"`
+	GOOS             string           `json:"goos"`
+	GOARCH           string           `json:"goarch"`
+	Workers          int              `json:"workers"`
+	StartedAtMs      int64            `json:"started_at_ms"`
+	InputSamples     int64            `json:"input_samples"`
+	Samples          int64            `json:"samples"`
+	Skipped          int64            `json:"skipped"`
+	SkippedByReason  map[string]int64 `json:"skipped_by_reason"`
+	Shards           int              `json:"shards"`
+	BytesWritten     int64            `json:"bytes_written"`
+	SamplesPerSecond float64          `json:"samples_per_second"`
+	MBPerSecond      float64          `json:"mb_per_second"`
+	Phases           Phases           `json:"phases_seconds"`
+}
+
+// Phases are wall-clock seconds per pipeline phase, except Read and
+// Transform, which are summed over workers (CPU-seconds of that work).
+type Phases struct {
+	Scan      float64 `json:"scan"`      // list, fingerprint, parse and validate labels, read image headers
+	Read      float64 `json:"read"`      // image file reads, summed over workers
+	Transform float64 `json:"transform"` // decode + resize + normalize, summed over workers
+	Write     float64 `json:"write"`     // pass 2 wall time: transform pool and ordered shard writes
+	Publish   float64 `json:"publish"`   // manifest, fsync, rename
+	Total     float64 `json:"total"`
+}
+
+func newReport(b *builder, start time.Time) *Report {
+	host, _ := os.Hostname()
+	return &Report{
+		Version: b.id.String(), CodeVersion: CodeVersion, Host: host, GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		Workers: b.workers, StartedAtMs: start.UnixMilli(),
+	}
+}
+
+func (r *Report) finish(m *warehouse.Manifest, w *writeResult) {
+	t := m.Summary.Total
+	r.InputSamples, r.Samples, r.Skipped = t.Total, t.Kept, t.Skipped
+	r.SkippedByReason = map[string]int64{}
+	for reason, n := range t.ByReason {
+		if reason.Class() != validate.ClassWarning {
+			r.SkippedByReason[string(reason)] = n
+		}
+	}
+	r.Shards, r.BytesWritten = len(w.shards), w.bytes
+	if r.Phases.Write > 0 {
+		r.SamplesPerSecond = float64(w.samples) / r.Phases.Write
+		r.MBPerSecond = float64(w.bytes) / (1 << 20) / r.Phases.Write
+	}
+}
+
+// manifest assembles the manifest of a finished build.
+func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Summary) *warehouse.Manifest {
+	c := b.cfg
+	l := shardLayout(c)
+	return &warehouse.Manifest{
+		FormatVersion: warehouse.FormatVersion,
+		Version:       b.id.String(),
+		VersionRecipe: b.recipe.Encode(),
+		CodeVersion:   CodeVersion,
+		DatasetRoot:   datasetRoot(c),
+		Source:        warehouse.SourceInfo{Kind: c.Source.Kind, Root: datasetRoot(c), LabelKeys: c.Source.LabelKeys},
+		Transform: warehouse.Transform{
+			TargetWidth: c.TargetSize[0], TargetHeight: c.TargetSize[1], Channels: 3,
+			ResizeMode: c.ResizeMode, PadValue: c.PadValue, Mean: c.Normalize.Mean, Std: c.Normalize.Std,
+			DType: c.DType, MaxBoxes: c.MaxBoxes, SkipEmpty: c.SkipEmpty, Decoder: transforms.DecoderIdentity(),
+		},
+		DefaultDType:        l.DType.String(),
+		DefaultShardVersion: uint32(shard.Version1),
+		Thresholds:          b.thresholds,
+		Summary:             summary,
+		Classes:             scan.classes.classes,
+		SourceFingerprint:   scan.fingerprint,
+		InputSamples:        scan.inputs,
+		Samples:             w.samples,
+		SamplesPerShard:     w.spp,
+		Shards:              w.shards,
+		Files: warehouse.Files{
+			Samples: warehouse.SamplesName, Fingerprint: warehouse.FingerprintName, BuildReport: warehouse.BuildReportName,
+		},
+	}
+}
+
+// writeJSONFile writes v as indented JSON and fsyncs it.
+func writeJSONFile(path string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return writeFileSync(path, buf.Bytes())
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,173 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"warehouse-etl/sources"
+	"warehouse-etl/transforms"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+// spillName is pass 1's per-sample plan, streamed to disk so that memory
+// does not grow with the dataset; it is removed before publishing.
+const spillName = ".scan.jsonl"
+
+// plannedSample is one spill record: the scanned sample plus everything
+// pass 1 decided about it.
+type plannedSample struct {
+	sources.Sample
+	Kept     bool                `json:"kept"`
+	Geometry transforms.Geometry `json:"geometry"`
+	Target   []plannedBox        `json:"target,omitempty"`  // boxes in target space, at most max_boxes
+	Dropped  int                 `json:"dropped,omitempty"` // boxes lost to clamping or max_boxes
+}
+
+type plannedBox struct {
+	Box   [4]float32       `json:"box"`
+	Class sources.ClassKey `json:"class"`
+}
+
+// scanResult is what pass 1 hands pass 2.
+type scanResult struct {
+	spill       string
+	summary     *validate.SummaryBuilder
+	classes     *classTable
+	fingerprint warehouse.Fingerprint
+	inputs      int64
+	planned     int64 // samples kept after pass 1
+}
+
+// scanPass lists the inputs, scans and validates every sample, plans its
+// geometry and boxes, and streams the plan to the spill file.
+func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanResult, error) {
+	t0 := b.now()
+	fp, err := writeFingerprint(ctx, b, filepath.Join(tmp, warehouse.FingerprintName))
+	if err != nil {
+		return nil, err
+	}
+	res := &scanResult{spill: filepath.Join(tmp, spillName), summary: &validate.SummaryBuilder{}, fingerprint: fp}
+	f, err := os.Create(res.spill)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	enc := json.NewEncoder(w)
+
+	spec := transformSpec(b.cfg)
+	keys := map[sources.ClassKey]bool{}
+	var pinned *classTable
+	if len(b.cfg.Classes) > 0 {
+		pinned = newPinnedClasses(b.cfg.Classes)
+	}
+	err = b.src.Scan(ctx, func(s *sources.Sample) error {
+		if s.Seq != res.inputs {
+			return fmt.Errorf("source %s: sample seq %d, want %d (scan order must be dense)", b.src.Kind(), s.Seq, res.inputs)
+		}
+		res.inputs++
+		p := b.plan(spec, s, pinned, keys)
+		if err := res.summary.Add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept); err != nil {
+			return err
+		}
+		if p.Kept {
+			res.planned++
+		}
+		b.counters.Scanned.Add(1)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return enc.Encode(p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if pinned != nil {
+		res.classes = pinned
+	} else {
+		res.classes = discoveredClasses(keys)
+	}
+	b.counters.Planned.Store(res.planned)
+	rep.Phases.Scan = b.now().Sub(t0).Seconds()
+	b.log.Info("scan done", "inputs", res.inputs, "planned", res.planned, "seconds", rep.Phases.Scan)
+	return res, nil
+}
+
+// plan decides what happens to one sample: reasons found at plan time
+// (size mismatch, unknown class, dropped or truncated boxes), the letterbox
+// geometry from the header's size, and the boxes in target space.
+func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTable, keys map[sources.ClassKey]bool) *plannedSample {
+	p := &plannedSample{Sample: *s}
+	if validate.Skip(p.Reasons, b.cfg.SkipEmpty) {
+		return p
+	}
+	g, err := transforms.PlanGeometry(spec, s.Width, s.Height)
+	if err != nil {
+		reason := validate.ReasonDecodeError
+		if errors.Is(err, transforms.ErrSizeMismatch) {
+			reason = validate.ReasonSizeMismatch
+		}
+		p.Reasons = addReason(p.Reasons, reason)
+		return p
+	}
+	p.Geometry = g
+	for _, box := range s.Boxes {
+		if pinned != nil {
+			if _, ok := pinned.lookup(box.Class); !ok {
+				p.Reasons = addReason(p.Reasons, validate.ReasonUnknownClass)
+				continue
+			}
+		}
+		mapped, ok := g.MapBox(box.X0, box.Y0, box.X1, box.Y1)
+		if !ok {
+			p.Dropped++
+			p.Reasons = addReason(p.Reasons, validate.ReasonDegenerateBoxDropped)
+			continue
+		}
+		if len(p.Target) == b.cfg.MaxBoxes {
+			p.Dropped++
+			p.Reasons = addReason(p.Reasons, validate.ReasonBoxesTruncated)
+			continue
+		}
+		p.Target = append(p.Target, plannedBox{Box: mapped, Class: box.Class})
+		keys[box.Class] = true
+	}
+	p.Kept = !validate.Skip(p.Reasons, b.cfg.SkipEmpty)
+	return p
+}
+
+// addReason returns rs plus r, without repeats, in the stable reason order.
+func addReason(rs []validate.Reason, r validate.Reason) []validate.Reason {
+	return validate.Normalize(append(slices.Clone(rs), r))
+}
+
+// writeFingerprint streams the source listing into the version directory.
+func writeFingerprint(ctx context.Context, b *builder, path string) (warehouse.Fingerprint, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return warehouse.Fingerprint{}, err
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	fw := warehouse.NewFingerprintWriter(w)
+	if err := b.fingerprint(ctx, fw); err != nil {
+		return warehouse.Fingerprint{}, err
+	}
+	if err := w.Flush(); err != nil {
+		return warehouse.Fingerprint{}, err
+	}
+	return fw.Sum(), f.Close()
+}

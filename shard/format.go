@@ -1,0 +1,456 @@
+// Package shard implements the TWH1 tensor shard: a file of fixed-shape,
+// CHW images of one dtype plus padded boxes, box masks and per-sample
+// metadata, laid out so that training can mmap it and index samples without
+// decoding anything.
+//
+// The byte-level contract for other languages is docs/format/shard.md; the
+// names there are the names here.
+//
+// # File layout
+//
+// All integers and floats are little-endian. f16 is IEEE 754 binary16, f32
+// IEEE 754 binary32. N is samples, C/H/W the channels/height/width, B is
+// max_boxes, E is extra_f32 and d the dtype size (2 for F16, 4 for F32).
+//
+//	+--------------------------------------------+ 0
+//	| header                          80 bytes   |  exactly the original TWH1 header
+//	+--------------------------------------------+ image_offset = 80
+//	| images  [N][C][H][W] dtype                 |
+//	+--------------------------------------------+ boxes_offset = 80 + N*C*H*W*d
+//	| boxes   [N][B][4] dtype  (x0,y0,x1,y1)     |
+//	+--------------------------------------------+ mask_offset = boxes_offset + N*B*4*d
+//	| mask    [N][B] dtype     (1 real, 0 pad)   |
+//	+--------------------------------------------+ mask_offset + N*B*d
+//	| zero padding to a multiple of 8            |
+//	+--------------------------------------------+ meta_offset (0 in the header = no meta section)
+//	| meta header                     24 bytes   |
+//	| records [N] of record_size bytes           |
+//	| extras  [N][E] f32                         |
+//	+--------------------------------------------+ end of file, exactly
+//
+// The header:
+//
+//	off size field
+//	0   4    magic "TWH1"
+//	4   4    shard_version u32   (Version)
+//	8   4    dtype u32           (DType)
+//	12  4    endianness u32      (0 = little; 1 = big is rejected)
+//	16  4    width u32
+//	20  4    height u32
+//	24  4    channels u32
+//	28  4    max_boxes u32
+//	32  8    samples u64
+//	40  8    image_offset u64
+//	48  8    boxes_offset u64
+//	56  8    mask_offset u64
+//	64  8    meta_offset u64     (reserved = 0 in the original layout)
+//	72  8    checksum_offset u64 (reserved = 0; the shard sha256 lives in the manifest)
+//
+// The meta section is an extension that a reader of the original layout never
+// looks at: it reads images, boxes and mask at the offsets in the header and
+// ignores meta_offset, which the original reserved as zero. That is why the
+// extension did not bump shard_version; meta_offset != 0 is what signals it.
+//
+//	off size field
+//	0   4    magic "TWMD"
+//	4   4    meta_version u32 (MetaVersion)
+//	8   4    record_size u32  (80 + 4*B rounded up to a multiple of 8)
+//	12  4    extra_f32 u32    (E)
+//	16  8    samples u64      (equal to the header's samples)
+//	24  ...  records, then extras
+//
+// One record (see Meta for the meaning of each field):
+//
+//	off size field
+//	0   4    source_index u32
+//	4   4    flags u32 (reserved, 0)
+//	8   8    frame_id u64
+//	16  8    input_seq u64
+//	24  8    unix_time_ns i64
+//	32  8    sim_time f64
+//	40  4    src_width u32
+//	44  4    src_height u32
+//	48  4    resized_width u32
+//	52  4    resized_height u32
+//	56  4    pad_x u32
+//	60  4    pad_y u32
+//	64  4    scale_x f32
+//	68  4    scale_y f32
+//	72  4    box_count u32
+//	76  4    boxes_dropped u32
+//	80  4*B  class_index [B]i32 (-1 for padding)
+//	...      zero padding to record_size
+//
+// # Alignment
+//
+// Every array starts at an offset that is a multiple of its element size:
+// image_offset is 80, each image, box row and mask row is a whole number of
+// dtype elements, the meta section starts on a multiple of 8, record_size is a
+// multiple of 8 (so every u64/f64 field is 8-aligned and class_index 4-aligned)
+// and the extras follow the records on a multiple of 8. Given a base address
+// aligned to 8 (an mmap is page aligned), the Reader can hand out []uint16 and
+// []float32 views without copying.
+package shard
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Magic is the first four bytes of every shard.
+const Magic = "TWH1"
+
+// MetaMagic is the first four bytes of the meta section.
+const MetaMagic = "TWMD"
+
+// HeaderSize is the size of the fixed header; images start right after it.
+const HeaderSize = 80
+
+// MetaHeaderSize is the size of the meta section's own header.
+const MetaHeaderSize = 24
+
+// recordFixedSize is the size of a record before its class_index array.
+const recordFixedSize = 80
+
+// sectionAlign is the alignment of the meta section and of record_size.
+const sectionAlign = 8
+
+// Header field offsets, one per field of the 80-byte header.
+const (
+	offMagic          = 0
+	offVersion        = 4
+	offDType          = 8
+	offEndianness     = 12
+	offWidth          = 16
+	offHeight         = 20
+	offChannels       = 24
+	offMaxBoxes       = 28
+	offSamples        = 32
+	offImageOffset    = 40
+	offBoxesOffset    = 48
+	offMaskOffset     = 56
+	offMetaOffset     = 64
+	offChecksumOffset = 72
+)
+
+// Meta header field offsets, relative to meta_offset.
+const (
+	offMetaMagic      = 0
+	offMetaVersion    = 4
+	offMetaRecordSize = 8
+	offMetaExtraF32   = 12
+	offMetaSamples    = 16
+)
+
+// Record field offsets, relative to the start of a record.
+const (
+	offRecSourceIndex   = 0
+	offRecFlags         = 4
+	offRecFrameID       = 8
+	offRecInputSeq      = 16
+	offRecUnixTimeNs    = 24
+	offRecSimTime       = 32
+	offRecSrcWidth      = 40
+	offRecSrcHeight     = 44
+	offRecResizedWidth  = 48
+	offRecResizedHeight = 52
+	offRecPadX          = 56
+	offRecPadY          = 60
+	offRecScaleX        = 64
+	offRecScaleY        = 68
+	offRecBoxCount      = 72
+	offRecBoxesDropped  = 76
+	offRecClassIndex    = recordFixedSize
+)
+
+// Limits a Layout must respect. They keep every size computation far from
+// overflow and reject headers that no dataset of ours would produce.
+const (
+	DimensionLimit = 16384 // width and height
+	ChannelsLimit  = 4
+	MaxBoxesLimit  = 65535
+	ExtraF32Limit  = 65535
+)
+
+// Version is the shard_version field of the header.
+type Version uint32
+
+const (
+	// Version1 is the original TWH1 layout: header, images, boxes, mask. It
+	// also covers the optional meta section (per-sample records and extras),
+	// which a Version1 reader of the original layout skips because it ignores
+	// meta_offset.
+	Version1 Version = 1
+
+	// MinSupportedVersion and MaxSupportedVersion bound the versions this
+	// package reads; any other shard_version is rejected.
+	MinSupportedVersion = Version1
+	MaxSupportedVersion = Version1
+)
+
+// MetaVersion is the meta_version field of the meta section.
+type MetaVersion uint32
+
+const (
+	// MetaVersion1 adds the per-sample records (source, frame, timing and
+	// letterbox geometry, class indices) and the f32 extras.
+	MetaVersion1 MetaVersion = 1
+
+	// MinSupportedMetaVersion and MaxSupportedMetaVersion bound the meta
+	// versions this package reads.
+	MinSupportedMetaVersion = MetaVersion1
+	MaxSupportedMetaVersion = MetaVersion1
+)
+
+// Endianness values of the header. Only little-endian shards exist; the field
+// is kept because the original header has it.
+const (
+	EndianLittle uint32 = 0
+	EndianBig    uint32 = 1
+)
+
+// DType is the element type of images, boxes and mask.
+type DType uint32
+
+const (
+	F32 DType = 0 // IEEE 754 binary32
+	F16 DType = 1 // IEEE 754 binary16
+)
+
+// Size returns the size of one element in bytes, or 0 for an unknown DType.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16:
+		return 2
+	}
+	return 0
+}
+
+// String returns the name the manifest uses: "F32" or "F16".
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	}
+	return fmt.Sprintf("DType(%d)", uint32(d))
+}
+
+// ParseDType is the inverse of DType.String for the known dtypes.
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "F32":
+		return F32, nil
+	case "F16":
+		return F16, nil
+	}
+	return 0, fmt.Errorf("shard: unknown dtype %q (want F32 or F16)", s)
+}
+
+// Header is the decoded 80-byte header.
+type Header struct {
+	Version        Version
+	DType          DType
+	Endianness     uint32
+	Width          uint32
+	Height         uint32
+	Channels       uint32
+	MaxBoxes       uint32
+	Samples        uint64
+	ImageOffset    uint64
+	BoxesOffset    uint64
+	MaskOffset     uint64
+	MetaOffset     uint64
+	ChecksumOffset uint64
+}
+
+// Layout is the per-sample shape of a shard: everything but the sample count.
+type Layout struct {
+	DType    DType
+	Width    int
+	Height   int
+	Channels int
+	MaxBoxes int
+	// ExtraF32 is the number of f32 extras per sample in the meta section;
+	// 0 for image-only sources.
+	ExtraF32 int
+}
+
+// Validate reports whether the layout is within the format's limits.
+// MaxBoxes and ExtraF32 may be 0; every other dimension is >= 1.
+func (l Layout) Validate() error {
+	if problem := l.problem(); problem != "" {
+		return fmt.Errorf("shard: layout: %s", problem)
+	}
+	return nil
+}
+
+// problem says what is out of range in l, or returns "". Parse reports the
+// same problems in a header as corruption.
+func (l Layout) problem() string {
+	switch {
+	case l.DType.Size() == 0:
+		return fmt.Sprintf("unknown dtype %d", uint32(l.DType))
+	case l.Width < 1 || l.Width > DimensionLimit:
+		return fmt.Sprintf("width %d out of range [1, %d]", l.Width, DimensionLimit)
+	case l.Height < 1 || l.Height > DimensionLimit:
+		return fmt.Sprintf("height %d out of range [1, %d]", l.Height, DimensionLimit)
+	case l.Channels < 1 || l.Channels > ChannelsLimit:
+		return fmt.Sprintf("channels %d out of range [1, %d]", l.Channels, ChannelsLimit)
+	case l.MaxBoxes < 0 || l.MaxBoxes > MaxBoxesLimit:
+		return fmt.Sprintf("max_boxes %d out of range [0, %d]", l.MaxBoxes, MaxBoxesLimit)
+	case l.ExtraF32 < 0 || l.ExtraF32 > ExtraF32Limit:
+		return fmt.Sprintf("extra_f32 %d out of range [0, %d]", l.ExtraF32, ExtraF32Limit)
+	}
+	return ""
+}
+
+// ImageBytes is the size of one sample's CHW image tensor. Like every size
+// method of Layout it is meaningful only for a valid layout.
+func (l Layout) ImageBytes() int64 {
+	return int64(l.Channels) * int64(l.Height) * int64(l.Width) * int64(l.DType.Size())
+}
+
+// boxBytes is the size of one sample's box rows.
+func (l Layout) boxBytes() int64 { return int64(l.MaxBoxes) * 4 * int64(l.DType.Size()) }
+
+// maskBytes is the size of one sample's mask row.
+func (l Layout) maskBytes() int64 { return int64(l.MaxBoxes) * int64(l.DType.Size()) }
+
+// extraBytes is the size of one sample's extras.
+func (l Layout) extraBytes() int64 { return int64(l.ExtraF32) * 4 }
+
+// RecordSize is the size of one meta record: 80 fixed bytes plus one i32 class
+// index per box slot, rounded up to a multiple of 8.
+func (l Layout) RecordSize() int {
+	return alignUp(recordFixedSize+4*l.MaxBoxes, sectionAlign)
+}
+
+// SampleBytes is what one sample adds to a shard across all sections. The
+// file size is HeaderSize + samples*SampleBytes + at most 7 bytes of padding +
+// MetaHeaderSize.
+func (l Layout) SampleBytes() int64 {
+	return l.ImageBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes()
+}
+
+// FileSize is the exact size of a shard of this layout holding samples
+// samples, meta section included. It returns -1 if the layout is invalid,
+// samples is negative, or the size does not fit in an int.
+func (l Layout) FileSize(samples int) int64 {
+	if l.Validate() != nil || samples < 0 {
+		return -1
+	}
+	s, ok := l.sections(uint64(samples), true)
+	if !ok {
+		return -1
+	}
+	return int64(s.fileSize)
+}
+
+// fixedOverhead bounds the bytes of a shard that do not grow with samples:
+// the header, the worst-case padding before the meta section and the meta
+// header.
+const fixedOverhead = HeaderSize + sectionAlign - 1 + MetaHeaderSize
+
+// SamplesPerShard returns how many samples of layout l fit in a shard of at
+// most targetBytes, and at least 1 (a single sample may exceed the target).
+func SamplesPerShard(l Layout, targetBytes int64) int {
+	per := l.SampleBytes()
+	if l.Validate() != nil || per <= 0 || targetBytes <= fixedOverhead {
+		return 1
+	}
+	n := (targetBytes - fixedOverhead) / per
+	if n < 1 {
+		return 1
+	}
+	if int64(int(n)) != n { // int is 32 bits on some platforms
+		return math.MaxInt
+	}
+	return int(n)
+}
+
+// sections holds the absolute offsets of every section of a shard.
+type sections struct {
+	imageOffset   uint64
+	boxesOffset   uint64
+	maskOffset    uint64
+	maskEnd       uint64
+	metaOffset    uint64 // 0 when there is no meta section
+	recordsOffset uint64
+	extrasOffset  uint64
+	fileSize      uint64
+}
+
+// sections computes where every section of a shard of l with samples samples
+// lies. The arithmetic is overflow checked: ok is false when any offset would
+// exceed math.MaxInt, so a header claiming 2^63 samples is an error instead of
+// a wrapped size. l must be valid.
+func (l Layout) sections(samples uint64, withMeta bool) (s sections, ok bool) {
+	var c sizeCalc
+	s.imageOffset = HeaderSize
+	s.boxesOffset = c.add(s.imageOffset, c.mul(samples, uint64(l.ImageBytes())))
+	s.maskOffset = c.add(s.boxesOffset, c.mul(samples, uint64(l.boxBytes())))
+	s.maskEnd = c.add(s.maskOffset, c.mul(samples, uint64(l.maskBytes())))
+	s.fileSize = s.maskEnd
+	if withMeta {
+		s.metaOffset = c.add(s.maskEnd, sectionAlign-1) &^ (sectionAlign - 1)
+		s.recordsOffset = c.add(s.metaOffset, MetaHeaderSize)
+		s.extrasOffset = c.add(s.recordsOffset, c.mul(samples, uint64(l.RecordSize())))
+		s.fileSize = c.add(s.extrasOffset, c.mul(samples, uint64(l.extraBytes())))
+	}
+	return s, !c.overflow
+}
+
+// sizeCalc does unsigned size arithmetic and remembers whether any result
+// left [0, math.MaxInt], the range every offset must fit to index a []byte.
+type sizeCalc struct{ overflow bool }
+
+func (c *sizeCalc) mul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 || lo > math.MaxInt {
+		c.overflow = true
+	}
+	return lo
+}
+
+func (c *sizeCalc) add(a, b uint64) uint64 {
+	sum, carry := bits.Add64(a, b, 0)
+	if carry != 0 || sum > math.MaxInt {
+		c.overflow = true
+	}
+	return sum
+}
+
+func alignUp(n, align int) int { return (n + align - 1) &^ (align - 1) }
+
+// Meta is the per-sample record of the meta section, minus the fields that
+// are derived from the sample's boxes (box_count, class_index).
+type Meta struct {
+	// SourceIndex indexes the manifest's sources/runs table.
+	SourceIndex uint32
+	// FrameID is the frame id of the source sample.
+	FrameID uint64
+	// InputSeq is the position of the sample in the build's scan order over
+	// all inputs, kept or not.
+	InputSeq uint64
+	// UnixTimeNs is the capture time; 0 when unknown.
+	UnixTimeNs int64
+	// SimTime is the simulation time of the frame.
+	SimTime float64
+	// SrcWidth and SrcHeight are the decoded source image size.
+	SrcWidth, SrcHeight uint32
+	// ResizedWidth and ResizedHeight are the size of the image content
+	// inside the target (the letterbox's new size).
+	ResizedWidth, ResizedHeight uint32
+	// PadX and PadY are the offset of the content inside the target.
+	PadX, PadY uint32
+	// ScaleX and ScaleY map source pixels to target pixels.
+	ScaleX, ScaleY float32
+	// BoxesDropped counts boxes lost to max_boxes truncation or degenerate
+	// after clamping.
+	BoxesDropped uint32
+}

@@ -1,0 +1,58 @@
+package shard
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to Parse. It must never panic; a rejected
+// input must wrap ErrCorrupt; an accepted one must let every accessor and
+// Check run on every sample, with the sizes the layout promises. The seeds
+// in testdata/fuzz/FuzzParse are the golden shards with and without the meta
+// section.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(nil))
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Parse(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Parse error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		l := r.Layout()
+		if err := l.Validate(); err != nil {
+			t.Fatalf("accepted shard has an invalid layout: %v", err)
+		}
+		if r.HasMeta() && int64(len(b)) != l.FileSize(r.Len()) {
+			t.Fatalf("accepted %d bytes, FileSize(%d) = %d", len(b), r.Len(), l.FileSize(r.Len()))
+		}
+		_ = r.Check()
+		for i := range r.Len() {
+			if int64(len(r.Image(i))) != l.ImageBytes() {
+				t.Fatalf("sample %d: image of %d bytes", i, len(r.Image(i)))
+			}
+			switch l.DType {
+			case F16:
+				_ = r.ImageF16(i)
+			case F32:
+				_ = r.ImageF32(i)
+			}
+			n := r.BoxCount(i)
+			if n < 0 || n > l.MaxBoxes || len(r.Boxes(i)) != n {
+				t.Fatalf("sample %d: BoxCount %d, %d boxes, max_boxes %d", i, n, len(r.Boxes(i)), l.MaxBoxes)
+			}
+			if len(r.Mask(i)) != l.MaxBoxes || len(r.BoxesRaw(i)) != 4*l.MaxBoxes*l.DType.Size() || len(r.MaskRaw(i)) != l.MaxBoxes*l.DType.Size() {
+				t.Fatalf("sample %d: mask/box sizes disagree with the layout", i)
+			}
+			_ = r.Meta(i)
+			if c := r.ClassIndex(i); r.HasMeta() && len(c) != n {
+				t.Fatalf("sample %d: %d class indices for %d boxes", i, len(c), n)
+			}
+			if e := r.Extras(i); len(e) != l.ExtraF32 {
+				t.Fatalf("sample %d: %d extras, layout says %d", i, len(e), l.ExtraF32)
+			}
+		}
+	})
+}

@@ -1,0 +1,417 @@
+// Package capture reads capture runs: the labelled-image layout of the
+// original capture tool. testdata/capture at the repository root is a small
+// example with every kind of defect this package reports.
+//
+//	<root>/
+//	  run_<id>/                 a run: any folder with a labels/ folder
+//	    run_manifest.json       optional, fingerprinted, not parsed
+//	    images/frame_00000.png  any format imageSize reads (PNG, JPEG, GIF, BMP, TIFF, WebP)
+//	    labels/frame_00000.json one sample each
+//	    overlays/               ignored
+//
+// Runs are the sub-folders of the root that contain a labels/ folder, in
+// natural order (run_2 before run_10). Folders without labels/, folders
+// whose name starts with "." or "_", and symbolic links are not runs; the
+// root itself never is. Samples of a run are its labels/*.json files
+// (regular files whose name does not start with "."), ordered by frame_id,
+// then by natural file name; labels without a usable frame_id follow, and
+// files that are not JSON objects come last. The file counter in a name
+// and frame_id need not agree.
+//
+// Every label file becomes exactly one sample. What is wrong with it is
+// collected in Sample.Reasons, all of it rather than the first problem:
+//
+//	missing_image       image_present is false, or image is absent or ""
+//	path_escape         image is absolute or leaves the run folder after
+//	                    cleaning ("../x.png"); symbolic links inside the run
+//	                    are followed and not checked
+//	missing_file        the image does not exist or is not a regular file
+//	decode_error        the image header cannot be read (unknown format,
+//	                    corrupt or truncated header, zero size) or the file
+//	                    is larger than Options.MaxImageBytes
+//	bad_schema          not JSON, not an object, a field of the wrong type,
+//	                    no frame_id, no label list, a malformed entry, a
+//	                    file larger than Options.MaxLabelBytes
+//	invalid_bbox        a box that is non-finite, has x0 >= x1 or y0 >= y1,
+//	                    or has neither bbox_px nor bbox_norm
+//	bbox_out_of_bounds  a pixel box outside the image by more than
+//	                    validate.BoundsTolerancePx, or bbox_norm outside [0,1]
+//	empty               the label list is empty
+//	duplicate_frame     an earlier label of the same run has this frame_id
+//
+// bbox_px is used when present (not null); bbox_norm only otherwise, and is
+// multiplied by the image size. A present but failing bbox_px does not fall
+// back to bbox_norm. Boxes are resolved and clamped only when the image
+// size is known; Sample.ValidBoxes counts the boxes that passed every check
+// that could be made either way.
+//
+// A label or image that the operating system refuses to read (permissions,
+// I/O errors) is not a sample reason: Scan fails with an error naming it.
+package capture
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"warehouse-etl/sources"
+	"warehouse-etl/validate"
+)
+
+// Kind is the config name of this layout.
+const Kind = "capture"
+
+// defaultLabelKeys are the list keys of the original tool and the generic one.
+var defaultLabelKeys = []string{"polyp_labels", "labels"}
+
+// Default size limits of Options.
+const (
+	DefaultMaxLabelBytes int64 = 16 << 20  // a label is a few hundred bytes; anything this big is not a label
+	DefaultMaxImageBytes int64 = 256 << 20 // well above a 8K RGBA PNG
+)
+
+// Options tune a Source. Zero values mean the defaults.
+type Options struct {
+	// LabelKeys name the label list in a label file; the first key present
+	// in the file is used. Default ["polyp_labels", "labels"].
+	LabelKeys []string
+	// MaxLabelBytes is the largest label file read; a larger one is
+	// bad_schema, checked before reading. Default DefaultMaxLabelBytes.
+	MaxLabelBytes int64
+	// MaxImageBytes is the largest image file read; a larger one is
+	// decode_error in Scan and an error in ReadImage. Default
+	// DefaultMaxImageBytes.
+	MaxImageBytes int64
+}
+
+// Source scans a dataset root of capture runs. It holds no state between
+// calls: every Scan and Fingerprint lists the root again.
+type Source struct {
+	root string
+	opts Options
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// New returns a Source for the dataset at root, which must be a directory.
+func New(root string, opts Options) (*Source, error) {
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("capture: dataset root: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("capture: dataset root %s is not a directory", root)
+	}
+	if opts.LabelKeys == nil {
+		opts.LabelKeys = defaultLabelKeys
+	}
+	if len(opts.LabelKeys) == 0 || slices.Contains(opts.LabelKeys, "") {
+		return nil, errors.New("capture: label keys must be non-empty strings")
+	}
+	opts.LabelKeys = slices.Clone(opts.LabelKeys)
+	if opts.MaxLabelBytes == 0 {
+		opts.MaxLabelBytes = DefaultMaxLabelBytes
+	}
+	if opts.MaxImageBytes == 0 {
+		opts.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if opts.MaxLabelBytes < 0 || opts.MaxImageBytes < 0 {
+		return nil, errors.New("capture: size limits must not be negative")
+	}
+	return &Source{root: root, opts: opts}, nil
+}
+
+// Kind returns "capture".
+func (s *Source) Kind() string { return Kind }
+
+// Scan calls fn for every label file of every run (see the package
+// documentation for the order and the reasons). Labels of one run are held
+// in memory while the run is scanned; images are only opened for their
+// header.
+func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
+	runs, err := s.runs()
+	if err != nil {
+		return err
+	}
+	var seq int64
+	for i, run := range runs {
+		labels, err := s.readRun(ctx, run)
+		if err != nil {
+			return err
+		}
+		seen := map[uint64]bool{}
+		for _, l := range labels {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			smp, err := s.sample(run, l, seen)
+			if err != nil {
+				return err
+			}
+			smp.Seq, smp.SourceIndex = seq, int32(i)
+			seq++
+			if err := fn(smp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runs lists the run folders of the root in natural order.
+func (s *Source) runs() ([]string, error) {
+	entries, err := os.ReadDir(s.root)
+	if err != nil {
+		return nil, fmt.Errorf("capture: list runs: %w", err)
+	}
+	var runs []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			continue
+		}
+		st, err := os.Lstat(filepath.Join(s.root, name, "labels"))
+		switch {
+		case err == nil && st.IsDir():
+			runs = append(runs, name)
+		case err == nil || notFound(err):
+		default:
+			return nil, fmt.Errorf("capture: run %s: %w", name, err)
+		}
+	}
+	slices.SortFunc(runs, naturalCompare)
+	return runs, nil
+}
+
+// labelFile is one parsed label with the name that orders ties.
+type labelFile struct {
+	name string
+	label
+}
+
+// readRun reads and orders the label files of one run.
+func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
+	dir := filepath.Join(s.root, run, "labels")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("capture: run %s: %w", run, err)
+	}
+	var out []labelFile
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !isLabelName(name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		data, tooBig, err := readCapped(filepath.Join(dir, name), s.opts.MaxLabelBytes)
+		if err != nil {
+			return nil, fmt.Errorf("capture: label %s/labels/%s: %w", run, name, err)
+		}
+		l := label{rank: rankUnparseable, badSchema: true, imagePresent: true}
+		if !tooBig {
+			l = parseLabel(data, s.opts.LabelKeys)
+		}
+		out = append(out, labelFile{name: name, label: l})
+	}
+	slices.SortFunc(out, func(a, b labelFile) int {
+		if a.rank != b.rank {
+			return int(a.rank) - int(b.rank)
+		}
+		if a.rank == rankFramed && a.frame != b.frame {
+			if a.frame < b.frame {
+				return -1
+			}
+			return 1
+		}
+		return naturalCompare(a.name, b.name)
+	})
+	return out, nil
+}
+
+// sample turns one label into a Sample. seen holds the frame ids met so
+// far in the run.
+func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources.Sample, error) {
+	smp := &sources.Sample{
+		Source:     run,
+		Frame:      l.frame,
+		UnixTimeNs: l.unixTimeNs,
+		SimTime:    l.simTime,
+		LabelPath:  path.Join(run, "labels", l.name),
+	}
+	var reasons []validate.Reason
+	if l.badSchema {
+		reasons = append(reasons, validate.ReasonBadSchema)
+	}
+	if l.rank == rankFramed {
+		if seen[l.frame] {
+			reasons = append(reasons, validate.ReasonDuplicateFrame)
+		}
+		seen[l.frame] = true
+	}
+
+	sized := false
+	img, local := l.localImage()
+	if local {
+		smp.ImagePath = path.Join(run, img)
+	}
+	switch {
+	case l.rank == rankUnparseable || l.imageWrongType:
+		// bad_schema already says it; whether the label names an image
+		// is unknown (it may, just not as a string).
+	case !l.imagePresent || !l.imageNamed:
+		// With image_present false, whatever the label names is not used.
+		reasons = append(reasons, validate.ReasonMissingImage)
+	case !local:
+		reasons = append(reasons, validate.ReasonPathEscape)
+	default:
+		w, h, r, err := s.probeImage(smp.ImagePath)
+		if err != nil {
+			return nil, err
+		}
+		if r != "" {
+			reasons = append(reasons, r)
+		} else {
+			smp.Width, smp.Height, sized = w, h, true
+		}
+	}
+
+	for _, b := range l.boxes {
+		var px [4]float64
+		var r validate.Reason
+		switch {
+		case b.px != nil && sized:
+			px, r = validate.CheckPx(*b.px, smp.Width, smp.Height)
+		case b.px != nil:
+			r = validate.CheckOrder(*b.px)
+		case b.norm != nil && sized:
+			px, r = validate.NormToPx(*b.norm, smp.Width, smp.Height)
+		case b.norm != nil:
+			r = validate.CheckNorm(*b.norm)
+		default:
+			r = validate.ReasonInvalidBBox
+		}
+		if r != "" {
+			reasons = append(reasons, r)
+			continue
+		}
+		smp.ValidBoxes++
+		if sized {
+			smp.Boxes = append(smp.Boxes, sources.Box{X0: px[0], Y0: px[1], X1: px[2], Y1: px[3], Class: b.class})
+		}
+	}
+	if l.hasList && l.entries == 0 {
+		reasons = append(reasons, validate.ReasonEmpty)
+	}
+	smp.Reasons = validate.Normalize(reasons)
+	return smp, nil
+}
+
+// probeImage checks the image at rel (relative to the root) and reads its
+// size from the header. Problems of the file are reasons; errors of the
+// file system are errors.
+func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error) {
+	abs := filepath.Join(s.root, filepath.FromSlash(rel))
+	st, err := os.Stat(abs)
+	switch {
+	case err != nil && notFound(err):
+		return 0, 0, validate.ReasonMissingFile, nil
+	case err != nil:
+		return 0, 0, "", fmt.Errorf("capture: image %s: %w", rel, err)
+	case !st.Mode().IsRegular():
+		return 0, 0, validate.ReasonMissingFile, nil
+	case st.Size() > s.opts.MaxImageBytes:
+		return 0, 0, validate.ReasonDecodeError, nil
+	}
+	w, h, err = imageSize(abs, s.opts.MaxImageBytes)
+	switch {
+	case err == nil && (w <= 0 || h <= 0):
+		return 0, 0, validate.ReasonDecodeError, nil
+	case err == nil:
+		return w, h, "", nil
+	case errors.Is(err, errNotImage):
+		return 0, 0, validate.ReasonDecodeError, nil
+	case notFound(err):
+		// Removed between Stat and Open.
+		return 0, 0, validate.ReasonMissingFile, nil
+	}
+	return 0, 0, "", fmt.Errorf("capture: image %s: %w", rel, err)
+}
+
+// ReadImage returns the bytes of the sample's image, refusing files larger
+// than Options.MaxImageBytes. Errors name the file.
+func (s *Source) ReadImage(smp *sources.Sample) ([]byte, error) {
+	if smp.ImagePath == "" || !filepath.IsLocal(filepath.FromSlash(smp.ImagePath)) {
+		return nil, fmt.Errorf("capture: sample %s has no readable image path %q", smp.LabelPath, smp.ImagePath)
+	}
+	abs := filepath.Join(s.root, filepath.FromSlash(smp.ImagePath))
+	data, tooBig, err := readCapped(abs, s.opts.MaxImageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("capture: image %s: %w", smp.ImagePath, err)
+	}
+	if tooBig {
+		return nil, fmt.Errorf("capture: image %s is larger than %d bytes", smp.ImagePath, s.opts.MaxImageBytes)
+	}
+	return data, nil
+}
+
+// readCapped reads a whole file of at most limit bytes. A file found
+// larger, by Stat before reading or while reading (it may grow), is
+// reported with tooBig and no data.
+func readCapped(name string, limit int64) (data []byte, tooBig bool, err error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if st.Size() > limit {
+		return nil, true, nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(st.Size()) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, false, err
+	}
+	if int64(buf.Len()) > limit {
+		return nil, true, nil
+	}
+	return buf.Bytes(), false, nil
+}
+
+// notFound reports errors that mean "no such file here": absent, a path
+// through a regular file, a name the system cannot hold.
+func notFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EINVAL)
+}
+
+// isLabelName reports whether a file in labels/ is a label: *.json, not
+// hidden (editors and macOS leave ".name.json" files behind).
+func isLabelName(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
+}
+
+// naturalCompare is naturalLess as a three-way comparison for slices.SortFunc.
+func naturalCompare(a, b string) int {
+	switch {
+	case naturalLess(a, b):
+		return -1
+	case naturalLess(b, a):
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,76 @@
+// Package sources defines the Sample record that every input layout yields.
+// Each sub-package (capture, and later wshard, kdb, roverd) scans one layout
+// in a stable order, runs the label checks of package validate on what it
+// reads, and hands the pipeline fully described samples.
+package sources
+
+import (
+	"context"
+
+	"warehouse-etl/validate"
+)
+
+// ClassKey names a class as the labels spell it: a numeric id, a name, or
+// both. The pipeline maps keys to dense class indices recorded in the manifest.
+type ClassKey struct {
+	ID    int64  `json:"id,omitempty"`
+	HasID bool   `json:"has_id,omitempty"`
+	Name  string `json:"name,omitempty"`
+}
+
+// Box is one labelled box in source pixels, already resolved from bbox_px or
+// bbox_norm and checked: x0 < x1, y0 < y1, all finite, inside the image up to
+// the tolerance (and clamped to it).
+type Box struct {
+	X0    float64  `json:"x0"`
+	Y0    float64  `json:"y0"`
+	X1    float64  `json:"x1"`
+	Y1    float64  `json:"y1"`
+	Class ClassKey `json:"class"`
+}
+
+// Sample is one input sample, kept or not. Sources fill every field they
+// know; Reasons lists everything validation found (empty for a clean sample).
+type Sample struct {
+	Seq         int64   `json:"seq"`          // position in scan order over all inputs, from 0
+	Source      string  `json:"source"`       // run folder or episode name
+	SourceIndex int32   `json:"source_index"` // index of Source in scan order
+	Frame       uint64  `json:"frame"`        // frame_id or time step
+	UnixTimeNs  int64   `json:"unix_time_ns"` // wall-clock capture time, 0 when unknown
+	SimTime     float64 `json:"sim_time"`     // simulation time in seconds, 0 when unknown
+	LabelPath   string  `json:"label_path"`   // label file, relative to the dataset root ("" when none)
+	ImagePath   string  `json:"image_path"`   // image file, relative to the dataset root ("" when none)
+	Width       int     `json:"width"`        // source image width from its header, 0 when unknown
+	Height      int     `json:"height"`       // source image height from its header, 0 when unknown
+	Boxes       []Box   `json:"boxes,omitempty"`
+	// ValidBoxes counts the label's boxes that passed every check that could
+	// be made. It equals len(Boxes) when the image size is known; when it is
+	// not (image missing, escaping or unreadable) boxes cannot be resolved
+	// to pixels and Boxes is empty, but a box that is fine as far as the
+	// label goes still counts, so the sample is counted as non-empty
+	// (validate.Counts) for what its label says, not for its image's fate.
+	ValidBoxes int               `json:"valid_boxes"`
+	Reasons    []validate.Reason `json:"reasons,omitempty"`
+}
+
+// FileInfo is one input file as the source fingerprint records it.
+type FileInfo struct {
+	Path    string `json:"path"` // relative to the dataset root, slash-separated
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+}
+
+// Source is one input layout rooted at a dataset directory.
+type Source interface {
+	// Kind is the config name of the layout, e.g. "capture".
+	Kind() string
+	// Scan calls fn for every input sample in a stable order: sources in
+	// natural order, frames in frame order. Seq counts from 0 without gaps.
+	// A malformed input becomes a sample with reasons, never an error; Scan
+	// returns an error only when the dataset itself cannot be read.
+	Scan(ctx context.Context, fn func(*Sample) error) error
+	// Fingerprint calls fn for every file Scan reads, in a stable order.
+	Fingerprint(ctx context.Context, fn func(FileInfo) error) error
+	// Open returns the bytes of a sample's image.
+	ReadImage(s *Sample) ([]byte, error)
+}

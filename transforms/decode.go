@@ -1,0 +1,165 @@
+package transforms
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"runtime"
+
+	"golang.org/x/image/bmp"
+	"golang.org/x/image/tiff"
+	"golang.org/x/image/webp"
+)
+
+var (
+	// ErrDecode is wrapped by every failure caused by the image bytes:
+	// unknown format, corrupt or truncated data, a header beyond the size
+	// limits, a raw frame too short for its declared size.
+	ErrDecode = errors.New("transforms: cannot decode image")
+	// ErrImageTooLarge is wrapped (together with ErrDecode when it comes
+	// from image bytes) when a source exceeds MaxSourceSide or
+	// MaxSourcePixels.
+	ErrImageTooLarge = errors.New("transforms: image too large")
+	// ErrSizeMismatch is returned in mode None when the source size differs
+	// from the target size.
+	ErrSizeMismatch = errors.New("transforms: source size differs from target size")
+)
+
+// imageFormat is one decoder. The table below is the only registry this
+// package consults: image.Decode's global registry would let any package
+// linked into the binary add or shadow a format and silently change output.
+type imageFormat struct {
+	name         string
+	magic        string // '?' matches any byte
+	decode       func(io.Reader) (image.Image, error)
+	decodeConfig func(io.Reader) (image.Config, error)
+}
+
+// Versions of the dependencies whose code decides output pixels. A test
+// checks them against go.mod, so a dependency bump cannot forget them.
+const (
+	xImageVersion  = "v0.47.0"
+	float16Version = "v0.8.4"
+)
+
+// pixelCodeVersion names this package's own pixel code: RGB conversion,
+// orientation, resampler, normalization. Bump it with any change that can
+// alter a single output byte.
+const pixelCodeVersion = "1"
+
+var imageFormats = [...]imageFormat{
+	{"png", "\x89PNG\r\n\x1a\n", png.Decode, png.DecodeConfig},
+	{"jpeg", "\xff\xd8", jpeg.Decode, jpeg.DecodeConfig},
+	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig},
+	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig},
+	{"tiff", "II*\x00", tiff.Decode, tiff.DecodeConfig},
+	{"tiff", "MM\x00*", tiff.Decode, tiff.DecodeConfig},
+	{"webp", "RIFF????WEBPVP8", webp.Decode, webp.DecodeConfig},
+}
+
+// DecoderIdentity names everything besides Spec that decides output pixels:
+// the Go toolchain (whose image/png, image/jpeg and image/gif decode the
+// common formats), golang.org/x/image, x448/float16 and this package's own
+// pixel code. It goes into the warehouse version key, so a toolchain or
+// dependency upgrade makes a new version instead of mixing pixels of two
+// decoders in one warehouse.
+func DecoderIdentity() string {
+	return "transforms/" + pixelCodeVersion +
+		" go=" + runtime.Version() +
+		" x/image=" + xImageVersion +
+		" float16=" + float16Version +
+		" formats=png,jpeg,gif,bmp,tiff,webp" +
+		" rgb=straight-alpha,ycbcr-int,16bit-high-byte" +
+		" orient=jpeg-exif" +
+		" resample=triangle-antialias-q22" +
+		" normalize=f64-f32-f16rne"
+}
+
+// sniffFormat finds the decoder whose magic matches the start of data.
+func sniffFormat(data []byte) *imageFormat {
+	for i := range imageFormats {
+		f := &imageFormats[i]
+		if len(data) < len(f.magic) {
+			continue
+		}
+		match := true
+		for j := 0; j < len(f.magic); j++ {
+			if f.magic[j] != '?' && f.magic[j] != data[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return f
+		}
+	}
+	return nil
+}
+
+// imageHeader is what the cheap header parse learns about an image.
+type imageHeader struct {
+	format           *imageFormat
+	storedW, storedH int // size as encoded
+	orientation      int // EXIF orientation 1..8 (always 1 except for JPEG)
+}
+
+// displayedSize is the size after orientation: 5..8 swap the axes.
+func (h imageHeader) displayedSize() (w, ht int) {
+	if h.orientation >= 5 {
+		return h.storedH, h.storedW
+	}
+	return h.storedW, h.storedH
+}
+
+// readHeader sniffs the format, parses the header and checks the size
+// limits, all without decoding pixels. Errors wrap ErrDecode.
+func readHeader(data []byte, maxPixels int) (imageHeader, error) {
+	f := sniffFormat(data)
+	if f == nil {
+		return imageHeader{}, fmt.Errorf("%w: unknown image format", ErrDecode)
+	}
+	cfg, err := callDecoder(f.decodeConfig, data)
+	if err != nil {
+		return imageHeader{}, fmt.Errorf("%w: %s header: %w", ErrDecode, f.name, err)
+	}
+	if err := checkSourceSize(cfg.Width, cfg.Height, maxPixels); err != nil {
+		return imageHeader{}, fmt.Errorf("%w: %s: %w", ErrDecode, f.name, err)
+	}
+	h := imageHeader{format: f, storedW: cfg.Width, storedH: cfg.Height, orientation: 1}
+	if f.name == "jpeg" {
+		h.orientation = jpegOrientation(data)
+	}
+	return h, nil
+}
+
+// DecodeConfig reads only the header of an encoded image and returns its
+// displayed size (EXIF orientation applied: a JPEG stored 640x480 with
+// orientation 6 reports 480x640, the size its label boxes refer to) and the
+// format name (png, jpeg, gif, bmp, tiff, webp). Errors wrap ErrDecode;
+// sizes beyond the limits also wrap ErrImageTooLarge.
+func DecodeConfig(encoded []byte) (w, h int, format string, err error) {
+	hdr, err := readHeader(encoded, MaxSourcePixels)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	w, h = hdr.displayedSize()
+	return w, h, hdr.format.name, nil
+}
+
+// callDecoder runs a third-party decoder on data and turns a panic into an
+// error. The decoders see untrusted bytes; a bug in one of them must become
+// a decode_error for that sample, not take down a build of millions.
+func callDecoder[T any](decode func(io.Reader) (T, error), data []byte) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("decoder panic: %v", r)
+		}
+	}()
+	return decode(bytes.NewReader(data))
+}

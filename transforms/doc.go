@@ -1,0 +1,119 @@
+// Package transforms turns one encoded image (or one raw RGB frame) into a
+// fixed-shape tensor: decode -> orient -> RGB -> resize/letterbox ->
+// normalize, written into a caller-provided CHW buffer of f16 or f32.
+//
+// The output is bit-identical on every run, for every worker count and on
+// every CPU architecture; the rules that guarantee it are listed under
+// Determinism below. It imports nothing of this module: decoders come from
+// the standard library and golang.org/x/image, float16 rounding from
+// github.com/x448/float16.
+//
+// # Pipeline
+//
+//	encoded bytes
+//	  -> readHeader      format by magic bytes, size from the header only,
+//	                     limits checked, EXIF orientation (JPEG)
+//	  -> decoder         image/png, image/jpeg, image/gif, x/image bmp/tiff/webp
+//	  -> convertToRGB    packed 8-bit RGB, alpha dropped
+//	  -> orient          EXIF orientation 2..8 applied
+//	  -> resample        antialiased triangle filter, integer weights
+//	  -> normalize       per-channel lookup table -> f32/f16 little-endian
+//	out: [3][Height][Width] elements, planes R, G, B; pad value around the image
+//
+// # Output layout
+//
+// out is CHW: element (c, y, x) is at byte ((c*Height + y)*Width + x) * size,
+// little-endian, with size 4 for F32 and 2 for F16. Every byte is written.
+//
+// # Geometry
+//
+// PlanGeometry decides where the image lands (see Geometry):
+//
+//   - Letterbox: scale = min(tw/w, th/h) as an exact rational; the limiting
+//     axis becomes exactly the target size, the other round-half-up(src *
+//     scale), at least 1. Padding is (target - new) / 2 rounded down on each
+//     axis (left/top), the remainder right/bottom. This is the original
+//     capture tool's rule, computed in integers so no tie can round
+//     differently. 1920x1080 into 384x384: 384x216 at (0, 84).
+//   - Stretch: the new size is the target size, no padding.
+//   - None: the source must already have the target size (ErrSizeMismatch).
+//
+// MapBox takes a box in displayed source pixels through the same geometry:
+// x' = (x * ScaleX + PadX) / Width, likewise y, clamped to [0,1]. ScaleX is
+// NewW/SrcW, the factor the pixels were actually scaled by. A box that is
+// empty after clamping is reported as not ok so the caller can drop and
+// count it.
+//
+// # Decoding and limits
+//
+// The format is chosen by magic bytes from this package's own table, never
+// through image.Decode's global registry, so linking another package cannot
+// change which decoder runs. Before any pixel is decoded the header size is
+// checked against MaxSourceSide (65536) and MaxSourcePixels (2^26): a small
+// file that announces a gigapixel image is refused with ErrImageTooLarge
+// before a decoder allocates for it. Every failure caused by the bytes wraps
+// ErrDecode (use errors.Is); a decoder panic on hostile input is recovered
+// and reported as ErrDecode as well. GIF decodes the first frame only; if it
+// covers only part of the logical screen the rest is black.
+//
+// # Alpha
+//
+// Alpha is dropped, not composited: the result is the straight color the
+// pixel stores, as the original tool's to_rgb8() did for its RGBA PNGs. For
+// straight-alpha images (PNG RGBA -> image.NRGBA, paletted with tRNS) the
+// R, G, B bytes are taken as they are, even where alpha is 0. Premultiplied
+// images (image.RGBA with alpha < 255, e.g. TIFF with associated alpha) are
+// un-premultiplied with color.NRGBAModel's formula first, so both
+// representations of one picture give the same RGB; a fully transparent
+// premultiplied pixel has no color left and becomes black. 16-bit channels
+// keep their high byte. YCbCr (JPEG, lossy WebP) is converted with the
+// integer formula of color.YCbCrToRGB.
+//
+// # Orientation
+//
+// For JPEG, the Orientation tag (0x0112) of IFD0 in the first Exif APP1
+// segment is read by a small bounds-checked parser (both byte orders) and
+// the pixels are rotated/flipped before resizing; values 5..8 swap width and
+// height. DecodeConfig reports the displayed size, the one label boxes are
+// given in. A missing, corrupt or out-of-range tag means 1 (as stored).
+// Other formats are taken as stored.
+//
+// # Resampling
+//
+// A separable antialiased triangle (bilinear) filter in the style of Pillow
+// and disintegration/imaging's Linear: output pixel v centred at source
+// coordinate (v+0.5)*S/D - 0.5, weight max(0, 1 - |u-c|/scale) with scale =
+// max(1, S/D), so a downscale averages every source pixel it covers instead
+// of aliasing. The weights are derived in integer arithmetic (see
+// axisWeights.prepare), quantized to 22 fractional bits and corrected so
+// each output's weights sum to exactly 2^22; a flat region stays exactly
+// flat. The horizontal pass runs first into an 8-bit intermediate, then the
+// vertical pass; each rounds half up. A pass is skipped when its axis keeps
+// its size, so an unscaled image passes through bit-exact. Weight tables are
+// cached per Transformer and reused while consecutive images share sizes.
+// Tests compare the result against imaging.Resize(..., imaging.Linear).
+//
+// # Normalization
+//
+// Each channel has a 256-entry table built once per Transformer:
+// value = (v/255 - Mean[c]) / Std[c] (or v/255 when Std is zero) in float64,
+// rounded to float32, and for F16 that float32 rounded to binary16 (round
+// to nearest even, x448/float16). Pad pixels go through the same table.
+//
+// # Determinism
+//
+//   - No floating point per pixel: pixels go through integer arithmetic and
+//     lookup tables only.
+//   - The resampler weights are computed in integers; the few float
+//     computations (normalization tables, MapBox) contain no multiply-add
+//     that a compiler could fuse into an FMA (the Go spec allows fusion
+//     unless a product is explicitly converted, which MapBox does).
+//   - No map iteration, goroutines or timing inside; a Transformer is
+//     single-threaded and its cached state never changes a result (tests
+//     interleave sizes and compare against fresh Transformers).
+//   - Everything outside this package that decides pixels is named by
+//     DecoderIdentity (Go toolchain, x/image and float16 versions, this
+//     package's pixel code version), which goes into the warehouse version
+//     key. Bump pixelCodeVersion with any change that can alter an output
+//     byte; testdata/golden holds sha256 sums of outputs that catch it.
+package transforms

@@ -1,0 +1,168 @@
+package transforms
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const (
+	fuzzSeedDir = "testdata/fuzz/FuzzApply"
+	// fuzzMaxPixels keeps each fuzz input's decode small: a mutated header
+	// may announce anything up to this.
+	fuzzMaxPixels = 1 << 20
+)
+
+// fuzzSeeds are small valid files of every format (plus a JPEG with an
+// Exif orientation) for the committed seed corpus.
+func fuzzSeeds(t testing.TB) map[string][]byte {
+	const w, h = 12, 9
+	rgb := gradientNoiseRGB(w, h, 21, 30)
+	return map[string][]byte{
+		"png-rgba":      encodePNG(t, withAlpha(rgb, w, h)),
+		"png-paletted":  encodePNG(t, palettedImage(w, h, 22)),
+		"jpeg":          encodeJPEG(t, rgbToRGBA(rgb, w, h), 75),
+		"jpeg-exif6":    spliceAfterSOI(encodeJPEG(t, rgbToRGBA(rgb, w, h), 75), orientationAPP1(binary.LittleEndian, 6)),
+		"gif":           encodeGIF(t, palettedImage(w, h, 23)),
+		"bmp":           encodeBMP(t, rgbToRGBA(rgb, w, h)),
+		"tiff":          encodeTIFF(t, withAlpha(rgb, w, h)),
+		"webp-lossless": encodeWebPLossless(t, twoLevelNRGBA(w, h, 24)),
+	}
+}
+
+// encodeCorpusFile writes one []byte value in the "go test fuzz v1" format.
+func encodeCorpusFile(data []byte) []byte {
+	return []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(data)) + ")\n")
+}
+
+// decodeCorpusFile reads back a file written by encodeCorpusFile.
+func decodeCorpusFile(file []byte) ([]byte, error) {
+	s, ok := strings.CutPrefix(string(file), "go test fuzz v1\n[]byte(")
+	if !ok {
+		return nil, errors.New("not a go test fuzz v1 []byte file")
+	}
+	s, ok = strings.CutSuffix(s, ")\n")
+	if !ok {
+		return nil, errors.New("missing closing parenthesis")
+	}
+	v, err := strconv.Unquote(s)
+	return []byte(v), err
+}
+
+// TestFuzzSeedCorpus keeps the committed seed corpus useful: every file is a
+// valid image that Apply accepts, and every format is present. With
+// -update it rewrites the corpus.
+func TestFuzzSeedCorpus(t *testing.T) {
+	if *update {
+		if err := os.MkdirAll(fuzzSeedDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range fuzzSeeds(t) {
+			if err := os.WriteFile(filepath.Join(fuzzSeedDir, name), encodeCorpusFile(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(fuzzSeedDir)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestFuzzSeedCorpus -update to create it)", err)
+	}
+	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16}
+	tr := mustTransformer(t, spec)
+	var formats []string
+	for _, e := range entries {
+		file, err := os.ReadFile(filepath.Join(fuzzSeedDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := decodeCorpusFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		if _, err := tr.Apply(data, make([]byte, spec.OutputBytes())); err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+		}
+		_, _, format, _ := DecodeConfig(data)
+		formats = append(formats, format)
+	}
+	for _, want := range []string{"png", "jpeg", "gif", "bmp", "tiff", "webp"} {
+		if !slices.Contains(formats, want) {
+			t.Errorf("seed corpus has no %s file", want)
+		}
+	}
+}
+
+// FuzzApply feeds arbitrary bytes to Apply. It must never panic; a failure
+// must wrap ErrDecode; a success must agree with DecodeConfig, stay inside
+// the target, and give the same bytes on a fresh Transformer (no state
+// leaks from one image to the next).
+//
+// Seeds: the committed corpus in testdata/fuzz/FuzzApply plus the huge
+// headers.
+func FuzzApply(f *testing.F) {
+	for _, data := range hugeHeaders() {
+		f.Add(data)
+	}
+	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, Pad: 7, DType: F16}
+	shared := mustTransformer(f, spec)
+	shared.maxPixels = fuzzMaxPixels
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := make([]byte, spec.OutputBytes())
+		g, err := shared.Apply(data, out)
+		if err != nil {
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("error does not wrap ErrDecode: %v", err)
+			}
+			return
+		}
+		w, h, _, err := DecodeConfig(data)
+		if err != nil || w != g.SrcW || h != g.SrcH {
+			t.Fatalf("DecodeConfig = %dx%d, %v; Apply saw %dx%d", w, h, err, g.SrcW, g.SrcH)
+		}
+		if g.NewW < 1 || g.NewH < 1 || g.PadX < 0 || g.PadY < 0 || g.PadX+g.NewW > spec.Width || g.PadY+g.NewH > spec.Height {
+			t.Fatalf("geometry outside the target: %+v", g)
+		}
+		fresh := mustTransformer(t, spec)
+		fresh.maxPixels = fuzzMaxPixels
+		again := make([]byte, spec.OutputBytes())
+		if _, err := fresh.Apply(data, again); err != nil {
+			t.Fatalf("fresh Transformer: %v", err)
+		}
+		if !bytes.Equal(out, again) {
+			t.Fatal("output differs between a used and a fresh Transformer")
+		}
+	})
+}
+
+// FuzzDecodeConfig checks the header path alone, including the EXIF parser:
+// no panic, errors wrap ErrDecode, sizes within the limits.
+func FuzzDecodeConfig(f *testing.F) {
+	for _, data := range fuzzSeeds(f) {
+		f.Add(data)
+	}
+	for _, data := range hugeHeaders() {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, h, format, err := DecodeConfig(data)
+		if err != nil {
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("error does not wrap ErrDecode: %v", err)
+			}
+			return
+		}
+		if format == "" || w < 1 || h < 1 || w > MaxSourceSide || h > MaxSourceSide || w*h > MaxSourcePixels {
+			t.Fatal(fmt.Sprintf("DecodeConfig = %dx%d %q", w, h, format))
+		}
+		if o := jpegOrientation(data); o < 1 || o > 8 {
+			t.Fatalf("orientation %d", o)
+		}
+	})
+}

@@ -1,0 +1,219 @@
+package transforms
+
+import (
+	"image"
+	"image/color"
+)
+
+// convertToRGB writes the straight (non-premultiplied) 8-bit R, G, B of every
+// pixel of img into dst, packed RGB with row stride 3*canvasW, at the
+// pixel's own coordinates: img.Bounds() must lie inside the canvas
+// (0,0)-(canvasW, len(dst)/(3*canvasW)). Pixels of the canvas outside the
+// bounds are left untouched. Alpha is dropped:
+//
+//   - straight-alpha images (NRGBA, NRGBA64, paletted with NRGBA entries):
+//     the stored color channels as they are, whatever the alpha;
+//   - premultiplied images (RGBA, RGBA64): un-premultiplied exactly as
+//     color.NRGBAModel does, so a fully transparent pixel is black;
+//   - 16-bit channels: the high byte;
+//   - YCbCr: the integer formula of color.YCbCrToRGB, i.e. what
+//     image/jpeg's callers get from draw or YCbCrToRGB (the 16-bit
+//     color.YCbCr.RGBA method rounds differently; it is not used).
+//
+// The common types have loops without interface calls; others go through
+// At(), which allocates per pixel but only serves rare formats (CMYK JPEG,
+// alpha-only TIFF).
+func convertToRGB(dst []byte, canvasW int, img image.Image) {
+	b := img.Bounds()
+	stride := 3 * canvasW
+	switch m := img.(type) {
+	case *image.NRGBA:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+4 {
+				d[i], d[i+1], d[i+2] = s[j], s[j+1], s[j+2]
+			}
+		}
+	case *image.NRGBA64:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+8 {
+				d[i], d[i+1], d[i+2] = s[j], s[j+2], s[j+4] // big-endian: high byte first
+			}
+		}
+	case *image.RGBA:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+4 {
+				a := s[j+3]
+				if a == 0xff {
+					d[i], d[i+1], d[i+2] = s[j], s[j+1], s[j+2]
+					continue
+				}
+				a16 := uint32(a) * 0x101
+				d[i] = unpremultiply(uint32(s[j])*0x101, a16)
+				d[i+1] = unpremultiply(uint32(s[j+1])*0x101, a16)
+				d[i+2] = unpremultiply(uint32(s[j+2])*0x101, a16)
+			}
+		}
+	case *image.RGBA64:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+8 {
+				a := uint32(s[j+6])<<8 | uint32(s[j+7])
+				d[i] = unpremultiply(uint32(s[j])<<8|uint32(s[j+1]), a)
+				d[i+1] = unpremultiply(uint32(s[j+2])<<8|uint32(s[j+3]), a)
+				d[i+2] = unpremultiply(uint32(s[j+4])<<8|uint32(s[j+5]), a)
+			}
+		}
+	case *image.Gray:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+1 {
+				v := s[j]
+				d[i], d[i+1], d[i+2] = v, v, v
+			}
+		}
+	case *image.Gray16:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+2 {
+				v := s[j]
+				d[i], d[i+1], d[i+2] = v, v, v
+			}
+		}
+	case *image.Paletted:
+		// Indices beyond the palette (possible in some files) read black.
+		var lut [256][3]uint8
+		for k, c := range m.Palette {
+			if k == len(lut) {
+				break
+			}
+			lut[k][0], lut[k][1], lut[k][2] = straightRGB(c)
+		}
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			s := m.Pix[m.PixOffset(b.Min.X, y):]
+			d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+			for i, j := 0, 0; i < len(d); i, j = i+3, j+1 {
+				p := &lut[s[j]]
+				d[i], d[i+1], d[i+2] = p[0], p[1], p[2]
+			}
+		}
+	case *image.YCbCr:
+		if !convertYCbCr(dst, stride, m) {
+			convertGeneric(dst, stride, img)
+		}
+	case *image.NYCbCrA:
+		if !convertYCbCr(dst, stride, &m.YCbCr) {
+			convertGeneric(dst, stride, img)
+		}
+	default:
+		convertGeneric(dst, stride, img)
+	}
+}
+
+// convertGeneric is the slow path through At() for image types without a
+// dedicated loop.
+func convertGeneric(dst []byte, stride int, img image.Image) {
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			i := y*stride + 3*x
+			dst[i], dst[i+1], dst[i+2] = straightRGB(img.At(x, y))
+		}
+	}
+}
+
+// convertYCbCr converts with the chroma subsampling of m; it reports false
+// for a subsample ratio it does not know. Coordinates are non-negative (the
+// image lies inside the canvas), so x/2 is x>>1 as in (*image.YCbCr).COffset.
+func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
+	var xs, ys uint // chroma subsampling shifts
+	switch m.SubsampleRatio {
+	case image.YCbCrSubsampleRatio444:
+		xs, ys = 0, 0
+	case image.YCbCrSubsampleRatio422:
+		xs, ys = 1, 0
+	case image.YCbCrSubsampleRatio420:
+		xs, ys = 1, 1
+	case image.YCbCrSubsampleRatio440:
+		xs, ys = 0, 1
+	case image.YCbCrSubsampleRatio411:
+		xs, ys = 2, 0
+	case image.YCbCrSubsampleRatio410:
+		xs, ys = 2, 1
+	default:
+		return false
+	}
+	b := m.Bounds()
+	r := m.Rect
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		yi := (y-r.Min.Y)*m.YStride + (b.Min.X - r.Min.X)
+		cBase := ((y>>ys)-(r.Min.Y>>ys))*m.CStride - (r.Min.X >> xs)
+		d := dst[y*stride+3*b.Min.X : y*stride+3*b.Max.X]
+		for x := b.Min.X; x < b.Max.X; x++ {
+			ci := cBase + (x >> xs)
+			i := 3 * (x - b.Min.X)
+			d[i], d[i+1], d[i+2] = ycbcrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			yi++
+		}
+	}
+	return true
+}
+
+// ycbcrToRGB is color.YCbCrToRGB, written out so the compiler inlines it into
+// the pixel loop; an exhaustive test keeps the two identical.
+func ycbcrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
+	yy1 := int32(y) * 0x10101
+	cb1 := int32(cb) - 128
+	cr1 := int32(cr) - 128
+	return clampShift16(yy1 + 91881*cr1),
+		clampShift16(yy1 - 22554*cb1 - 46802*cr1),
+		clampShift16(yy1 + 116130*cb1)
+}
+
+// clampShift16 is v>>16 clamped to 0..255.
+func clampShift16(v int32) uint8 {
+	if uint32(v)&0xff000000 == 0 {
+		return uint8(v >> 16)
+	}
+	return uint8(^(v >> 31))
+}
+
+// straightRGB is the straight 8-bit color of c by the rules of convertToRGB.
+func straightRGB(c color.Color) (r, g, b uint8) {
+	switch c := c.(type) {
+	case color.NRGBA:
+		return c.R, c.G, c.B
+	case color.NRGBA64:
+		return uint8(c.R >> 8), uint8(c.G >> 8), uint8(c.B >> 8)
+	case color.Gray:
+		return c.Y, c.Y, c.Y
+	case color.Gray16:
+		return uint8(c.Y >> 8), uint8(c.Y >> 8), uint8(c.Y >> 8)
+	case color.YCbCr:
+		return ycbcrToRGB(c.Y, c.Cb, c.Cr)
+	case color.NYCbCrA:
+		return ycbcrToRGB(c.Y, c.Cb, c.Cr)
+	}
+	r16, g16, b16, a16 := c.RGBA()
+	return unpremultiply(r16, a16), unpremultiply(g16, a16), unpremultiply(b16, a16)
+}
+
+// unpremultiply turns a 16-bit premultiplied channel into the straight 8-bit
+// value with color.NRGBAModel's formula (exhaustively tested against it).
+func unpremultiply(v, a uint32) uint8 {
+	switch a {
+	case 0xffff:
+		return uint8(v >> 8)
+	case 0:
+		return 0
+	}
+	return uint8((v * 0xffff / a) >> 8)
+}

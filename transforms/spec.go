@@ -1,0 +1,159 @@
+package transforms
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/x448/float16"
+)
+
+// DType is the element type of the output tensor. The numbering is the dtype
+// field of the TWH1 shard header, so it must never be renumbered.
+type DType uint8
+
+const (
+	F32 DType = 0 // IEEE 754 binary32, little-endian
+	F16 DType = 1 // IEEE 754 binary16, little-endian
+)
+
+// Size is the number of bytes of one element, or 0 for an unknown dtype.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16:
+		return 2
+	}
+	return 0
+}
+
+// String is the name used in configs: "f32" or "f16".
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case F16:
+		return "f16"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// ParseDType is the inverse of DType.String.
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "f32":
+		return F32, nil
+	case "f16":
+		return F16, nil
+	}
+	return 0, fmt.Errorf("transforms: unknown dtype %q (want f32 or f16)", s)
+}
+
+// ResizeMode says how a source image is brought to the target size.
+type ResizeMode string
+
+const (
+	// Letterbox keeps the aspect ratio: the image is scaled to fit inside the
+	// target and centred, the rest is filled with Spec.Pad.
+	Letterbox ResizeMode = "letterbox"
+	// Stretch scales each axis independently to the target size.
+	Stretch ResizeMode = "stretch"
+	// None requires the source to have exactly the target size.
+	None ResizeMode = "none"
+)
+
+// Size limits. MaxTargetSide bounds the output tensor. The source limits
+// bound what a (possibly lying) image header can make a worker allocate:
+// 2^26 pixels is 192 MiB of packed RGB plus the decoder's own image; the side
+// limit keeps the resampler's weight tables small for absurd aspect ratios.
+const (
+	MaxTargetSide   = 16384
+	MaxSourceSide   = 1 << 16
+	MaxSourcePixels = 1 << 26
+)
+
+// Spec is everything that decides the output bytes of a transform. Every
+// field belongs in the warehouse version key.
+type Spec struct {
+	Width, Height int        // target size in pixels
+	Mode          ResizeMode // letterbox, stretch or none
+	Pad           uint8      // letterbox fill in pixel units, all channels (0 = black)
+	DType         DType      // output element type
+	// Mean and Std give the optional per-channel normalization
+	// (v/255 - Mean[c]) / Std[c], channels in R, G, B order. Std all zero
+	// means no normalization beyond v/255; Mean must then be zero too.
+	Mean, Std [3]float64
+}
+
+// Validate reports the first problem with s, or nil.
+func (s Spec) Validate() error {
+	if s.Width < 1 || s.Width > MaxTargetSide || s.Height < 1 || s.Height > MaxTargetSide {
+		return fmt.Errorf("transforms: target size %dx%d outside 1..%d", s.Width, s.Height, MaxTargetSide)
+	}
+	switch s.Mode {
+	case Letterbox, Stretch, None:
+	default:
+		return fmt.Errorf("transforms: unknown resize mode %q", s.Mode)
+	}
+	if s.DType.Size() == 0 {
+		return fmt.Errorf("transforms: unknown dtype %d", uint8(s.DType))
+	}
+	for c := range 3 {
+		if math.IsNaN(s.Mean[c]) || math.IsInf(s.Mean[c], 0) {
+			return fmt.Errorf("transforms: mean[%d] = %v is not finite", c, s.Mean[c])
+		}
+	}
+	if s.Std == ([3]float64{}) {
+		if s.Mean != ([3]float64{}) {
+			return fmt.Errorf("transforms: mean %v given without std", s.Mean)
+		}
+		return nil
+	}
+	for c := range 3 {
+		if !(s.Std[c] > 0) || math.IsInf(s.Std[c], 0) {
+			return fmt.Errorf("transforms: std[%d] = %v: std must be all zero or all positive and finite", c, s.Std[c])
+		}
+	}
+	// The normalization is linear in v, so its extremes are at v = 0 and
+	// v = 255; both must be representable in the output dtype (a tiny std
+	// overflows f16, whose largest finite value is 65504).
+	for c := range 3 {
+		for _, v := range [2]int{0, 255} {
+			if _, _, ok := s.encodeValue(c, v); !ok {
+				return fmt.Errorf("transforms: normalized value of %d in channel %d is %v, not finite in %v",
+					v, c, s.normalizedValue(c, v), s.DType)
+			}
+		}
+	}
+	return nil
+}
+
+// OutputBytes is the size of one output tensor: 3 x Height x Width elements.
+func (s Spec) OutputBytes() int {
+	return 3 * s.Width * s.Height * s.DType.Size()
+}
+
+// normalizedValue is the real-valued output for pixel value v (0..255) of
+// channel c, computed in float64. There is no multiply-add in it, so no
+// fused operation can change its rounding; the explicit float64 conversion
+// still pins each step for the reader and for future edits.
+func (s Spec) normalizedValue(c, v int) float64 {
+	x := float64(v) / 255
+	if s.Std == ([3]float64{}) {
+		return x
+	}
+	return float64(x-s.Mean[c]) / s.Std[c]
+}
+
+// encodeValue returns the output bit patterns for pixel value v of channel c:
+// the float64 value rounded to float32, and that float32 rounded to float16
+// (round to nearest even). ok reports whether the value is finite in s.DType.
+func (s Spec) encodeValue(c, v int) (f32 uint32, f16 uint16, ok bool) {
+	x := float32(s.normalizedValue(c, v))
+	h := float16.Fromfloat32(x)
+	ok = !math.IsInf(float64(x), 0) && !math.IsNaN(float64(x))
+	if s.DType == F16 {
+		ok = h.IsFinite()
+	}
+	return math.Float32bits(x), h.Bits(), ok
+}

@@ -1,0 +1,158 @@
+// Package validate holds the per-sample reason codes, the label checks that
+// produce them, the per-run and total summaries, and the thresholds that can
+// fail a build. It imports nothing of this module: sources call its checks,
+// the pipeline accumulates its summaries and evaluates its thresholds.
+//
+// # Reasons and classes
+//
+// Every Reason belongs to one Class. Invalid and Missing reasons always skip
+// the sample; an Empty reason skips it only when the build sets skip_empty;
+// Warning reasons describe a sample that is kept (see Skip).
+//
+// # Counting
+//
+// Counts are counts of samples, never of boxes or reasons. Every input
+// sample, kept or skipped, is added exactly once:
+//
+//   - Total: every sample.
+//   - NonEmpty / Empty: whether the sample has at least one valid box (a box
+//     that passed every check). NonEmpty + Empty = Total. A sample whose
+//     boxes are all invalid counts as Empty here although its reasons are
+//     invalid_bbox and not empty; ByReason[empty] counts only the samples
+//     with the empty reason (a label without any boxes).
+//   - Invalid: samples with at least one reason of class Invalid.
+//   - MissingImage: samples with missing_image. MissingFile: samples with
+//     missing_file and without missing_image, so that MissingImage +
+//     MissingFile counts every sample with a missing image exactly once
+//     (this is the "missing" count the thresholds use).
+//   - Kept / Skipped: whether the sample goes into the warehouse.
+//     Kept + Skipped = Total.
+//   - ByReason: samples per reason; a sample with two reasons counts under
+//     both, a reason listed twice on one sample counts once.
+//
+// A sample counted as kept that later fails (a decode error found at
+// transform time) is moved with Summary.RecordLate, which keeps all of the
+// above true.
+package validate
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Reason is a stable, machine-readable code attached to a sample. Codes are
+// part of the on-disk contract (manifest summary, skipped.jsonl, Parquet):
+// never rename one, only add.
+type Reason string
+
+// Label and image reasons.
+const (
+	ReasonMissingFile          Reason = "missing_file"           // the image file named by the label does not exist
+	ReasonMissingImage         Reason = "missing_image"          // the label says image_present=false, or names no image
+	ReasonDecodeError          Reason = "decode_error"           // the image exists but cannot be decoded
+	ReasonEmpty                Reason = "empty"                  // the sample has no boxes
+	ReasonInvalidBBox          Reason = "invalid_bbox"           // min >= max, non-finite, negative size, or neither bbox_px nor bbox_norm
+	ReasonBBoxOutOfBounds      Reason = "bbox_out_of_bounds"     // a box lies outside the image by more than the tolerance
+	ReasonBadSchema            Reason = "bad_schema"             // label JSON unparseable or a field has the wrong type
+	ReasonDuplicateFrame       Reason = "duplicate_frame"        // a second label with a frame_id already seen in the same run
+	ReasonPathEscape           Reason = "path_escape"            // the image path leaves its run folder
+	ReasonSizeMismatch         Reason = "size_mismatch"          // resize mode none and the image is not the target size
+	ReasonBoxesTruncated       Reason = "boxes_truncated"        // more boxes than max_boxes: the extra ones were dropped (warning)
+	ReasonDegenerateBoxDropped Reason = "degenerate_box_dropped" // a box became empty after letterbox and clamping (warning)
+	ReasonUnknownClass         Reason = "unknown_class"          // a box's class is not in the pinned class list
+)
+
+// Class groups reasons by what they do to a sample.
+type Class string
+
+// Reason classes.
+const (
+	ClassInvalid Class = "invalid" // the sample is wrong: always skipped, counted in Invalid
+	ClassMissing Class = "missing" // the sample has no image: always skipped, counted in MissingImage/MissingFile
+	ClassEmpty   Class = "empty"   // the sample has no boxes: skipped only with skip_empty
+	ClassWarning Class = "warning" // the sample is kept; something about it was adjusted
+)
+
+// allReasons is every known reason in its stable order, with its class.
+// The order is the order of Sample.Reasons after Normalize.
+var allReasons = []struct {
+	reason Reason
+	class  Class
+}{
+	{ReasonMissingImage, ClassMissing},
+	{ReasonMissingFile, ClassMissing},
+	{ReasonPathEscape, ClassInvalid},
+	{ReasonBadSchema, ClassInvalid},
+	{ReasonDuplicateFrame, ClassInvalid},
+	{ReasonDecodeError, ClassInvalid},
+	{ReasonInvalidBBox, ClassInvalid},
+	{ReasonBBoxOutOfBounds, ClassInvalid},
+	{ReasonSizeMismatch, ClassInvalid},
+	{ReasonUnknownClass, ClassInvalid},
+	{ReasonEmpty, ClassEmpty},
+	{ReasonBoxesTruncated, ClassWarning},
+	{ReasonDegenerateBoxDropped, ClassWarning},
+}
+
+// AllReasons returns every known reason in a stable order: missing, then
+// invalid, then empty, then warnings. Reports list reasons in this order.
+func AllReasons() []Reason {
+	out := make([]Reason, len(allReasons))
+	for i, e := range allReasons {
+		out[i] = e.reason
+	}
+	return out
+}
+
+// rank is r's position in AllReasons, or len(AllReasons) when unknown.
+func (r Reason) rank() int {
+	for i, e := range allReasons {
+		if e.reason == r {
+			return i
+		}
+	}
+	return len(allReasons)
+}
+
+// Class returns the class of r. A code this package does not know is
+// ClassInvalid: a reason nobody classified must not let a sample through.
+func (r Reason) Class() Class {
+	if i := r.rank(); i < len(allReasons) {
+		return allReasons[i].class
+	}
+	return ClassInvalid
+}
+
+// Skip reports whether a sample with these reasons stays out of the
+// warehouse: any Invalid or Missing reason, or an Empty reason when
+// skipEmpty is set. Warning reasons never skip.
+func Skip(reasons []Reason, skipEmpty bool) bool {
+	for _, r := range reasons {
+		switch r.Class() {
+		case ClassInvalid, ClassMissing:
+			return true
+		case ClassEmpty:
+			if skipEmpty {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Normalize returns reasons without repeats, in AllReasons order (unknown
+// codes last, by name), so that equal sets of reasons compare and print
+// equal. It does not modify its argument.
+func Normalize(reasons []Reason) []Reason {
+	if len(reasons) == 0 {
+		return nil
+	}
+	out := slices.Clone(reasons)
+	slices.SortFunc(out, func(a, b Reason) int {
+		if c := cmp.Compare(a.rank(), b.rank()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return slices.Compact(out)
+}

@@ -1,0 +1,221 @@
+package warehouse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"warehouse-etl/validate"
+)
+
+// FormatVersion is the manifest format this code writes and reads.
+//
+//	1: the first format: TWH1 v1 shards with the TWMD per-sample section.
+const FormatVersion = 1
+
+// ManifestName is the manifest's file name inside a version directory.
+const ManifestName = "manifest.json"
+
+// MaxManifestBytes bounds what a reader loads before parsing.
+const MaxManifestBytes = 256 << 20
+
+// Manifest is manifest.json: the description of one complete version. Every
+// field except CreatedAtMs is a pure function of the config and the inputs.
+type Manifest struct {
+	FormatVersion       int                 `json:"format_version"`
+	Version             string              `json:"version"`
+	VersionRecipe       string              `json:"version_recipe"`
+	CodeVersion         string              `json:"code_version"`
+	DatasetRoot         string              `json:"dataset_root"`
+	Source              SourceInfo          `json:"source"`
+	Transform           Transform           `json:"transform"`
+	DefaultDType        string              `json:"default_dtype"`
+	DefaultShardVersion uint32              `json:"default_shard_version"`
+	CreatedAtMs         int64               `json:"created_at_ms"`
+	Thresholds          validate.Thresholds `json:"thresholds"`
+	Summary             validate.Summary    `json:"summary"`
+	Classes             []Class             `json:"classes"`
+	SourceFingerprint   Fingerprint         `json:"source_fingerprint"`
+	InputSamples        int64               `json:"input_samples"`
+	Samples             int64               `json:"samples"`
+	SamplesPerShard     int                 `json:"samples_per_shard"`
+	Shards              []Shard             `json:"shards"`
+	Files               Files               `json:"files"`
+}
+
+// SourceInfo names the input layout.
+type SourceInfo struct {
+	Kind      string   `json:"kind"`
+	Root      string   `json:"root"`
+	LabelKeys []string `json:"label_keys,omitempty"`
+}
+
+// Transform is the cacheable transform configuration.
+type Transform struct {
+	TargetWidth  int       `json:"target_width"`
+	TargetHeight int       `json:"target_height"`
+	Channels     int       `json:"channels"`
+	ResizeMode   string    `json:"resize_mode"`
+	PadValue     int       `json:"pad_value"`
+	Mean         []float64 `json:"mean,omitempty"`
+	Std          []float64 `json:"std,omitempty"`
+	DType        string    `json:"dtype"`
+	MaxBoxes     int       `json:"max_boxes"`
+	SkipEmpty    bool      `json:"skip_empty"`
+	Decoder      string    `json:"decoder"`
+}
+
+// Class is one entry of the class table; shards store Index.
+type Class struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	ID    *int64 `json:"id,omitempty"` // the numeric id the labels used, when they used one
+}
+
+// Fingerprint summarises the input files the version was built from; the
+// full listing is Files.Fingerprint.
+type Fingerprint struct {
+	Files  int64  `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Shard is one shards[] entry.
+type Shard struct {
+	ID             string `json:"id"`
+	RelativePath   string `json:"relative_path"`
+	ShardVersion   uint32 `json:"shard_version"`
+	FirstSample    int64  `json:"first_sample"`
+	Samples        int64  `json:"samples"`
+	Width          int    `json:"width"`
+	Height         int    `json:"height"`
+	Channels       int    `json:"channels"`
+	MaxBoxes       int    `json:"max_boxes"`
+	DType          string `json:"dtype"`
+	Endianness     string `json:"endianness"`
+	Bytes          int64  `json:"bytes"`
+	ChecksumSHA256 string `json:"checksum_sha256"`
+}
+
+// Files names the other files of the version directory.
+type Files struct {
+	Samples     string `json:"samples"`
+	Fingerprint string `json:"fingerprint"`
+	BuildReport string `json:"build_report"`
+}
+
+// Encode returns the manifest's canonical bytes: indented JSON, a trailing
+// newline, map keys sorted (encoding/json sorts them).
+func (m *Manifest) Encode() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ErrManifest marks a manifest that cannot be trusted.
+var ErrManifest = errors.New("manifest invalid")
+
+// ReadManifest loads and checks dir/manifest.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	name := filepath.Join(dir, ManifestName)
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return m, nil
+}
+
+// ParseManifest decodes and checks manifest bytes: size, format version,
+// known fields, internal consistency, and paths that stay inside the root.
+func ParseManifest(raw []byte) (*Manifest, error) {
+	if len(raw) > MaxManifestBytes {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrManifest, MaxManifestBytes)
+	}
+	var probe struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	if probe.FormatVersion == nil {
+		return nil, fmt.Errorf("%w: no format_version", ErrManifest)
+	}
+	if *probe.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%w: format_version %d, this build reads %d", ErrManifest, *probe.FormatVersion, FormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	return &m, nil
+}
+
+func (m *Manifest) check() error {
+	if _, err := ParseID(m.Version); err != nil {
+		return err
+	}
+	var total int64
+	for i, s := range m.Shards {
+		if err := checkRelative(s.RelativePath); err != nil {
+			return fmt.Errorf("shards[%d].relative_path: %v", i, err)
+		}
+		if s.Samples <= 0 || s.FirstSample != total {
+			return fmt.Errorf("shards[%d] (%s): first_sample %d, samples %d; want first_sample %d and samples > 0", i, s.ID, s.FirstSample, s.Samples, total)
+		}
+		if s.DType != m.DefaultDType || s.Endianness != "Little" {
+			return fmt.Errorf("shards[%d] (%s): dtype %s endianness %s, manifest default %s Little", i, s.ID, s.DType, s.Endianness, m.DefaultDType)
+		}
+		total += s.Samples
+	}
+	if total != m.Samples {
+		return fmt.Errorf("samples %d but shards hold %d", m.Samples, total)
+	}
+	if m.Summary.Total.Kept != m.Samples {
+		return fmt.Errorf("samples %d but summary.total.kept %d", m.Samples, m.Summary.Total.Kept)
+	}
+	for _, p := range []string{m.Files.Samples, m.Files.Fingerprint, m.Files.BuildReport} {
+		if err := checkRelative(p); err != nil {
+			return fmt.Errorf("files: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkRelative refuses paths that could leave the version directory.
+func checkRelative(p string) error {
+	if p == "" || path.IsAbs(p) || strings.Contains(p, "\\") || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		return fmt.Errorf("%q is not a clean relative path inside the warehouse", p)
+	}
+	return nil
+}
+
+// Names of the other files in a version directory.
+const (
+	SamplesName     = "samples.jsonl"
+	BuildReportName = "build_report.json"
+)
