@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 
 	"warehouse-etl/validate"
 )
@@ -44,10 +45,18 @@ type Config struct {
 
 // Source names the input layout and where it lives.
 type Source struct {
-	Kind      string   `json:"kind"`       // capture
-	Root      string   `json:"root"`       // dataset root, relative to the config file
+	Kind      string   `json:"kind"`       // capture | wshard | kdb | roverd
+	Root      string   `json:"root"`       // dataset root (a directory; wshard/kdb also a file or a glob), relative to the config file
 	LabelKeys []string `json:"label_keys"` // capture: label list keys, first present wins
+	// Episode sources.
+	Camera            string   `json:"camera"`             // image channel (wshard), camera name (kdb) or camera sensor (roverd); "" = the source's default
+	Extras            []string `json:"extras"`             // channels/fields carried per sample as f32 tensors, e.g. "action/ctrl", "reward", "imu/acc"
+	ToleranceMs       float64  `json:"tolerance_ms"`       // roverd: max distance in time when joining another sensor's sample to a frame
+	IncludeUnderscore bool     `json:"include_underscore"` // roverd: also read folders whose name starts with "_"
 }
+
+// SourceKinds are the known source.kind values.
+var SourceKinds = []string{"capture"}
 
 // Normalize is the per-channel normalization after scaling pixels to [0,1]:
 // (v/255 - mean[c]) / std[c]. Both empty means v/255.
@@ -59,7 +68,7 @@ type Normalize struct {
 // Defaults returns the configuration every file starts from.
 func Defaults() Config {
 	return Config{
-		Source:        Source{Kind: "capture", LabelKeys: []string{"polyp_labels", "labels"}},
+		Source:        Source{Kind: "capture", LabelKeys: []string{"polyp_labels", "labels"}, ToleranceMs: 50},
 		TargetSize:    [2]int{384, 384},
 		ResizeMode:    "letterbox",
 		PadValue:      0,
@@ -145,8 +154,19 @@ func Parse(raw []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Source.Kind != "capture" {
-		bad("source.kind %q: known kinds are capture", c.Source.Kind)
+	if !slices.Contains(SourceKinds, c.Source.Kind) {
+		bad("source.kind %q: known kinds are %s", c.Source.Kind, strings.Join(SourceKinds, ", "))
+	}
+	if c.Source.Kind == "capture" && (c.Source.Camera != "" || len(c.Source.Extras) > 0) {
+		bad("source.camera and source.extras apply to episode sources, not capture")
+	}
+	if c.Source.ToleranceMs < 0 || math.IsNaN(c.Source.ToleranceMs) || math.IsInf(c.Source.ToleranceMs, 0) {
+		bad("source.tolerance_ms %v: must be finite and >= 0", c.Source.ToleranceMs)
+	}
+	for i, e := range c.Source.Extras {
+		if e == "" || slices.Contains(c.Source.Extras[:i], e) {
+			bad("source.extras: %q is empty or repeated", e)
+		}
 	}
 	if c.Source.Root == "" {
 		bad("source.root is required")

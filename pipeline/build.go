@@ -16,7 +16,6 @@ import (
 
 	"warehouse-etl/config"
 	"warehouse-etl/sources"
-	"warehouse-etl/sources/capture"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -78,6 +77,8 @@ type builder struct {
 	id         warehouse.ID
 	outRoot    string
 	workers    int
+	extras     []sources.ExtraSpec // per-sample extras of the source, in order
+	extraF32   int                 // float32 values of all extras per sample
 	now        func() time.Time
 }
 
@@ -110,17 +111,17 @@ func newBuilder(opts Options) (*builder, error) {
 	b.thresholds = th
 	b.src = opts.Source
 	if b.src == nil {
-		root := cfg.Resolve(cfg.Source.Root)
-		if st, err := os.Stat(root); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("source.root %s: not a readable directory", root)
-		}
-		src, err := capture.New(root, capture.Options{LabelKeys: cfg.Source.LabelKeys})
+		src, err := openSource(cfg)
 		if err != nil {
 			return nil, err
 		}
 		b.src = src
 	}
-	b.recipe = versionRecipe(cfg)
+	b.extras = b.src.Extras()
+	for _, e := range b.extras {
+		b.extraF32 += e.Elements()
+	}
+	b.recipe = versionRecipe(cfg, b.extras)
 	b.id = b.recipe.ID()
 	b.outRoot = cfg.Resolve(cfg.OutputRoot)
 	return b, nil

@@ -8,6 +8,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
+	"slices"
+
+	"github.com/x448/float16"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +27,9 @@ import (
 // memSource is an in-memory source: samples and their image bytes.
 type memSource struct {
 	samples []sources.Sample
-	images  map[string][]byte
+	images  map[string][]byte // encoded images by ImagePath
+	pixels  map[string][]byte // raw RGB frames by Locator
+	extras  []sources.ExtraSpec
 }
 
 func (m *memSource) Kind() string { return "mem" }
@@ -47,12 +53,21 @@ func (m *memSource) Fingerprint(ctx context.Context, fn func(sources.FileInfo) e
 	return nil
 }
 
-func (m *memSource) ReadImage(s *sources.Sample) ([]byte, error) {
+func (m *memSource) ReadImage(s *sources.Sample) (sources.Image, error) {
+	if pix, ok := m.pixels[s.Locator]; ok {
+		return sources.Image{Pixels: pix, Width: s.Width, Height: s.Height, Stride: 3 * s.Width}, nil
+	}
 	b, ok := m.images[s.ImagePath]
 	if !ok {
-		return nil, fmt.Errorf("%s: not found", s.ImagePath)
+		return sources.Image{}, fmt.Errorf("%s: not found", s.ImagePath)
 	}
-	return b, nil
+	return sources.Image{Encoded: b}, nil
+}
+
+func (m *memSource) Extras() []sources.ExtraSpec { return m.extras }
+
+func (m *memSource) Entries() []sources.SourceEntry {
+	return []sources.SourceEntry{{Index: 0, Name: "run_1"}}
 }
 
 func pngBytes(t *testing.T, w, h int, seed uint8) []byte {
@@ -98,7 +113,7 @@ func testConfig(t *testing.T, samplesPerShard int) *config.Config {
 	cfg.TargetSize = [2]int{8, 8}
 	cfg.MaxBoxes = 2
 	cfg.OutputRoot = filepath.Join(t.TempDir(), "out")
-	l := shardLayout(&cfg)
+	l := shardLayout(&cfg, 0)
 	cfg.ShardTargetMB = float64(int64(samplesPerShard)*l.SampleBytes()+200) / (1 << 20)
 	cfg.Thresholds = validate.Thresholds{}
 	return &cfg
@@ -172,6 +187,64 @@ func TestCancelledBuildLeavesNothing(t *testing.T) {
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".lock") {
 			t.Errorf("a cancelled build left %s", e.Name())
+		}
+	}
+}
+
+// Raw RGB frames with extras, as episode sources hand them over: extras
+// land in the shards and the manifest; a NaN extra is a nonfinite sample;
+// image statistics are those of the constant frames.
+func TestRawFramesWithExtras(t *testing.T) {
+	src := &memSource{pixels: map[string][]byte{}, extras: []sources.ExtraSpec{
+		{Name: "action", Shape: []int{2}, SourceDType: "f64"}, {Name: "reward", Shape: []int{}, SourceDType: "f32"},
+	}}
+	const w, h = 6, 4
+	frame := bytes.Repeat([]byte{10, 20, 30}, w*h)
+	for i := range 5 {
+		loc := fmt.Sprintf("ep0#%d", i)
+		src.pixels[loc] = frame
+		extras := []float32{float32(i), float32(2 * i), 0.5}
+		if i == 3 {
+			extras[1] = float32(math.NaN())
+		}
+		src.samples = append(src.samples, sources.Sample{
+			Seq: int64(i), Source: "ep0", Frame: uint64(i), Locator: loc, Width: w, Height: h, Extras: extras,
+			Reasons: []validate.Reason{validate.ReasonEmpty},
+		})
+	}
+	cfg := testConfig(t, 100)
+	res, err := Build(context.Background(), Options{Config: cfg, Source: src, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+	wantExtras := []warehouse.Extra{{Name: "action", Shape: []int{2}, SourceDType: "f64", Offset: 0}, {Name: "reward", Shape: []int{}, SourceDType: "f32", Offset: 2}}
+	if fmt.Sprint(m.Extras) != fmt.Sprint(wantExtras) {
+		t.Fatalf("manifest extras %+v, want %+v", m.Extras, wantExtras)
+	}
+	if m.Samples != 4 || m.Summary.Total.ByReason[validate.ReasonNonFinite] != 1 {
+		t.Fatalf("samples %d, reasons %v", m.Samples, m.Summary.Total.ByReason)
+	}
+	r, err := shard.Open(filepath.Join(res.Dir, m.Shards[0].RelativePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, step := range []float32{0, 1, 2, 4} {
+		if got, want := r.Extras(i), []float32{step, 2 * step, 0.5}; !slices.Equal(got, want) {
+			t.Errorf("sample %d extras %v, want %v", i, got, want)
+		}
+	}
+	// 8x8 letterbox of a 6x4 frame: content 8x5 (5.33 rounds to 5); every
+	// content value is the f16 of v/255.
+	st := m.ImageStats
+	if st.Values != 4*8*5 {
+		t.Fatalf("image stats over %d values, want %d", st.Values, 4*8*5)
+	}
+	for c, v := range []float64{10, 20, 30} {
+		want := float64(float16.Fromfloat32(float32(v / 255)).Float32())
+		if st.Mean[c] != want || st.Std[c] > 1e-9 {
+			t.Errorf("channel %d: mean %v std %v, want mean %v std 0", c, st.Mean[c], st.Std[c], want)
 		}
 	}
 }

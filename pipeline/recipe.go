@@ -37,9 +37,10 @@ func transformSpec(c *config.Config) transforms.Spec {
 	return s
 }
 
-// shardLayout is the fixed per-sample layout of every shard of a build.
-func shardLayout(c *config.Config) shard.Layout {
-	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes}
+// shardLayout is the fixed per-sample layout of every shard of a build;
+// extraF32 is the number of float32 extras per sample.
+func shardLayout(c *config.Config, extraF32 int) shard.Layout {
+	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
 	if c.DType == "f32" {
 		l.DType = shard.F32
 	}
@@ -53,7 +54,7 @@ func datasetRoot(c *config.Config) string {
 }
 
 // versionRecipe lists every input of the version key.
-func versionRecipe(c *config.Config) *warehouse.Recipe {
+func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Recipe {
 	var r warehouse.Recipe
 	floats := func(v []float64) string {
 		parts := make([]string, len(v))
@@ -68,6 +69,15 @@ func versionRecipe(c *config.Config) *warehouse.Recipe {
 	r.Set("dataset_root", datasetRoot(c))
 	r.Set("source.kind", c.Source.Kind)
 	r.Set("source.label_keys", strings.Join(c.Source.LabelKeys, ","))
+	r.Set("source.camera", c.Source.Camera)
+	r.Set("source.extras", strings.Join(c.Source.Extras, ","))
+	r.Set("source.tolerance_ms", c.Source.ToleranceMs)
+	r.Set("source.include_underscore", c.Source.IncludeUnderscore)
+	specs := make([]string, len(extras))
+	for i, e := range extras {
+		specs[i] = fmt.Sprintf("%s:%v:%s", e.Name, e.Shape, e.SourceDType)
+	}
+	r.Set("extras", strings.Join(specs, ","))
 	r.Set("target_size", fmt.Sprintf("%dx%d", c.TargetSize[0], c.TargetSize[1]))
 	r.Set("resize_mode", c.ResizeMode)
 	r.Set("pad_value", c.PadValue)

@@ -96,7 +96,7 @@ func (r *Report) finish(m *warehouse.Manifest, w *writeResult) {
 // manifest assembles the manifest of a finished build.
 func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Summary) *warehouse.Manifest {
 	c := b.cfg
-	l := shardLayout(c)
+	l := shardLayout(c, b.extraF32)
 	return &warehouse.Manifest{
 		FormatVersion: warehouse.FormatVersion,
 		Version:       b.id.String(),
@@ -114,6 +114,9 @@ func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Su
 		Thresholds:          b.thresholds,
 		Summary:             summary,
 		Classes:             scan.classes.classes,
+		Sources:             b.sourceEntries(),
+		Extras:              b.manifestExtras(),
+		ImageStats:          w.sums.stats(),
 		SourceFingerprint:   scan.fingerprint,
 		InputSamples:        scan.inputs,
 		Samples:             w.samples,
@@ -150,4 +153,29 @@ func writeFileSync(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// sourceEntries is the manifest's table of runs or episodes.
+func (b *builder) sourceEntries() []warehouse.SourceEntry {
+	entries := b.src.Entries()
+	out := make([]warehouse.SourceEntry, len(entries))
+	for i, e := range entries {
+		out[i] = warehouse.SourceEntry{Index: e.Index, Name: e.Name, Attributes: e.Attributes}
+	}
+	return out
+}
+
+// manifestExtras describes the extras section with each extra's offset.
+func (b *builder) manifestExtras() []warehouse.Extra {
+	out := make([]warehouse.Extra, len(b.extras))
+	offset := 0
+	for i, e := range b.extras {
+		shape := e.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		out[i] = warehouse.Extra{Name: e.Name, Shape: shape, SourceDType: e.SourceDType, Offset: offset}
+		offset += e.Elements()
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,6 +112,19 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 // geometry from the header's size, and the boxes in target space.
 func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTable, keys map[sources.ClassKey]bool) *plannedSample {
 	p := &plannedSample{Sample: *s}
+	if len(p.Extras) != 0 && len(p.Extras) != b.extraF32 {
+		p.Reasons = addReason(p.Reasons, validate.ReasonLengthMismatch)
+	}
+	for _, v := range p.Extras {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			p.Reasons = addReason(p.Reasons, validate.ReasonNonFinite)
+			p.Extras = nil // skipped anyway, and JSON cannot carry NaN to the spill
+			break
+		}
+	}
+	if len(p.Extras) == 0 && b.extraF32 > 0 && !validate.Skip(p.Reasons, false) {
+		p.Reasons = addReason(p.Reasons, validate.ReasonMissingBlock)
+	}
 	if validate.Skip(p.Reasons, b.cfg.SkipEmpty) {
 		return p
 	}

@@ -25,6 +25,7 @@ type job struct {
 	p       *plannedSample
 	image   []byte // transformed CHW tensor; nil for skipped samples
 	lateErr error  // full decode failed after pass 1 accepted the header
+	sums    channelSums
 	readNs  int64
 	xformNs int64
 }
@@ -33,6 +34,7 @@ type job struct {
 type writeResult struct {
 	shards  []warehouse.Shard
 	samples int64
+	sums    channelSums // image statistics over the kept samples
 	bytes   int64
 	spp     int
 }
@@ -46,7 +48,7 @@ type writeResult struct {
 func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, rep *Report) (*writeResult, error) {
 	t0 := b.now()
 	spec := transformSpec(b.cfg)
-	layout := shardLayout(b.cfg)
+	layout := shardLayout(b.cfg, b.extraF32)
 	spp := shard.SamplesPerShard(layout, b.cfg.ShardTargetBytes())
 	window := 4 * b.workers
 	if err := os.MkdirAll(filepath.Join(tmp, shardDir), 0o755); err != nil {
@@ -186,14 +188,19 @@ type phaseTimes struct{ read, transform time.Duration }
 // here is a late decode_error for that sample, never a failed build.
 func (b *builder) transform(tr *transforms.Transformer, j *job, st *phaseTimes) {
 	t0 := time.Now()
-	data, err := b.src.ReadImage(&j.p.Sample)
+	im, err := b.src.ReadImage(&j.p.Sample)
 	t1 := time.Now()
 	st.read += t1.Sub(t0)
 	if err != nil {
 		j.lateErr = err
 		return
 	}
-	g, err := tr.Apply(data, j.image)
+	var g transforms.Geometry
+	if im.Encoded != nil {
+		g, err = tr.Apply(im.Encoded, j.image)
+	} else {
+		g, err = tr.ApplyRGB(im.Pixels, im.Width, im.Height, im.Stride, j.image)
+	}
 	st.transform += time.Since(t1)
 	if err != nil {
 		j.lateErr = err
@@ -201,7 +208,10 @@ func (b *builder) transform(tr *transforms.Transformer, j *job, st *phaseTimes) 
 	}
 	if g != j.p.Geometry {
 		j.lateErr = fmt.Errorf("decoded image is %dx%d but its header said %dx%d", g.SrcW, g.SrcH, j.p.Geometry.SrcW, j.p.Geometry.SrcH)
+		return
 	}
+	spec := tr.Spec()
+	j.sums = contentSums(j.image, spec.DType, spec.Width, spec.Height, g)
 }
 
 const shardDir = "shards"
@@ -292,7 +302,7 @@ func (s *shardSink) append(j *job, rec *SampleRecord) error {
 	}
 	g := p.Geometry
 	err := s.cur.Append(shard.Sample{
-		Image: j.image, Boxes: boxes, ClassIndex: classes,
+		Image: j.image, Boxes: boxes, ClassIndex: classes, Extras: p.Extras,
 		Meta: shard.Meta{
 			SourceIndex: uint32(p.SourceIndex), FrameID: p.Frame, InputSeq: uint64(p.Seq),
 			UnixTimeNs: p.UnixTimeNs, SimTime: p.SimTime,
@@ -313,6 +323,7 @@ func (s *shardSink) append(j *job, rec *SampleRecord) error {
 	rec.Geometry = &g
 	s.curN++
 	s.out.samples++
+	s.out.sums.add(j.sums)
 	s.counters.Written.Add(1)
 	s.counters.Transformed.Add(1)
 	if s.curN == int64(s.spp) {

@@ -32,16 +32,17 @@ type Box struct {
 // Sample is one input sample, kept or not. Sources fill every field they
 // know; Reasons lists everything validation found (empty for a clean sample).
 type Sample struct {
-	Seq         int64   `json:"seq"`          // position in scan order over all inputs, from 0
-	Source      string  `json:"source"`       // run folder or episode name
-	SourceIndex int32   `json:"source_index"` // index of Source in scan order
-	Frame       uint64  `json:"frame"`        // frame_id or time step
-	UnixTimeNs  int64   `json:"unix_time_ns"` // wall-clock capture time, 0 when unknown
-	SimTime     float64 `json:"sim_time"`     // simulation time in seconds, 0 when unknown
-	LabelPath   string  `json:"label_path"`   // label file, relative to the dataset root ("" when none)
-	ImagePath   string  `json:"image_path"`   // image file, relative to the dataset root ("" when none)
-	Width       int     `json:"width"`        // source image width from its header, 0 when unknown
-	Height      int     `json:"height"`       // source image height from its header, 0 when unknown
+	Seq         int64   `json:"seq"`               // position in scan order over all inputs, from 0
+	Source      string  `json:"source"`            // run folder or episode name
+	SourceIndex int32   `json:"source_index"`      // index of Source in scan order
+	Frame       uint64  `json:"frame"`             // frame_id or time step
+	UnixTimeNs  int64   `json:"unix_time_ns"`      // wall-clock capture time, 0 when unknown
+	SimTime     float64 `json:"sim_time"`          // simulation time in seconds, 0 when unknown
+	LabelPath   string  `json:"label_path"`        // label file, relative to the dataset root ("" when none)
+	ImagePath   string  `json:"image_path"`        // image file, relative to the dataset root ("" when none)
+	Width       int     `json:"width"`             // source image width from its header, 0 when unknown
+	Height      int     `json:"height"`            // source image height from its header, 0 when unknown
+	Locator     string  `json:"locator,omitempty"` // where a non-file image lives (episode sources); opaque to the pipeline
 	Boxes       []Box   `json:"boxes,omitempty"`
 	// ValidBoxes counts the label's boxes that passed every check that could
 	// be made. It equals len(Boxes) when the image size is known; when it is
@@ -51,6 +52,49 @@ type Sample struct {
 	// (validate.Counts) for what its label says, not for its image's fate.
 	ValidBoxes int               `json:"valid_boxes"`
 	Reasons    []validate.Reason `json:"reasons,omitempty"`
+	// Extras are the sample's low-dimensional signals (state, action,
+	// reward, ...) flattened in the order and shapes of Source.Extras,
+	// converted to float32. Empty for sources without extras; a sample
+	// whose extras could not be read carries a reason instead.
+	Extras []float32 `json:"extras,omitempty"`
+}
+
+// Image is a sample's image as a source hands it over: either encoded file
+// bytes (PNG, JPEG, ...) that the transforms package decodes, or raw 8-bit
+// RGB pixels (episode sources that store frames uncompressed). Sources
+// expand grayscale frames to RGB themselves.
+type Image struct {
+	Encoded []byte
+	Pixels  []byte // packed RGB rows, Stride bytes apart
+	Width   int
+	Height  int
+	Stride  int
+}
+
+// ExtraSpec describes one extra carried per sample: a fixed-shape tensor
+// stored as float32 in the shard's extras section.
+type ExtraSpec struct {
+	Name        string `json:"name"`         // e.g. "action/ctrl", "reward"
+	Shape       []int  `json:"shape"`        // per-sample shape; [] for a scalar
+	SourceDType string `json:"source_dtype"` // the dtype in the source file, e.g. "f64", "bf16"
+}
+
+// Elements is the number of float32 values the extra takes per sample.
+func (e ExtraSpec) Elements() int {
+	n := 1
+	for _, d := range e.Shape {
+		n *= d
+	}
+	return n
+}
+
+// SourceEntry describes one run or episode for the manifest and the
+// analytics export: its name as in the summary plus free-form attributes
+// (an episode's task text, embodiment, fps, ...).
+type SourceEntry struct {
+	Index      int               `json:"index"`
+	Name       string            `json:"name"`
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // FileInfo is one input file as the source fingerprint records it.
@@ -71,6 +115,13 @@ type Source interface {
 	Scan(ctx context.Context, fn func(*Sample) error) error
 	// Fingerprint calls fn for every file Scan reads, in a stable order.
 	Fingerprint(ctx context.Context, fn func(FileInfo) error) error
-	// Open returns the bytes of a sample's image.
-	ReadImage(s *Sample) ([]byte, error)
+	// ReadImage returns a sample's image. An error here, for a sample the
+	// scan accepted, becomes a late decode_error for that sample.
+	ReadImage(s *Sample) (Image, error)
+	// Extras lists the per-sample extras every Sample.Extras follows, in
+	// order; nil when the source has none. Valid after New.
+	Extras() []ExtraSpec
+	// Entries describes the runs or episodes seen by the last Scan, in
+	// source index order.
+	Entries() []SourceEntry
 }

@@ -21,7 +21,7 @@
 //     invalid_bbox and not empty; ByReason[empty] counts only the samples
 //     with the empty reason (a label without any boxes).
 //   - Invalid: samples with at least one reason of class Invalid.
-//   - MissingImage: samples with missing_image. MissingFile: samples with
+//   - MissingImage: samples with missing_image or camera_missing. MissingFile: samples with
 //     missing_file and without missing_image, so that MissingImage +
 //     MissingFile counts every sample with a missing image exactly once
 //     (this is the "missing" count the thresholds use).
@@ -62,6 +62,24 @@ const (
 	ReasonUnknownClass         Reason = "unknown_class"          // a box's class is not in the pinned class list
 )
 
+// Episode reasons (WShard, kinodb, roverd sources).
+const (
+	ReasonChecksumMismatch       Reason = "checksum_mismatch"         // a block's CRC or hash does not match its bytes
+	ReasonDecompressError        Reason = "decompress_error"          // a compressed block or stream does not decompress
+	ReasonBlockSizeMismatch      Reason = "block_size_mismatch"       // a block's size disagrees with length x dtype x shape
+	ReasonMissingBlock           Reason = "missing_block"             // a declared or configured block/channel is absent
+	ReasonTimestampNotMonotonic  Reason = "timestamp_not_monotonic"   // a time step's timestamp is not after the previous one
+	ReasonEpisodeGap             Reason = "episode_gap"               // chunks leave a gap in the time-step range
+	ReasonChunkOverlap           Reason = "chunk_overlap"             // chunks overlap or repeat time steps
+	ReasonDimsMismatch           Reason = "dims_mismatch"             // the image shape changes within an episode
+	ReasonNonFinite              Reason = "nonfinite"                 // an extra holds NaN or Inf
+	ReasonCameraMissing          Reason = "camera_missing"            // the configured camera is absent in this frame
+	ReasonLengthMismatch         Reason = "length_mismatch"           // a per-frame vector's length disagrees with the index
+	ReasonZeroFrames             Reason = "zero_frames"               // an episode with no frames (one placeholder sample records it)
+	ReasonNoMatchWithinTolerance Reason = "no_match_within_tolerance" // no sample of an extra's sensor is near enough in time
+	ReasonLengthTruncated        Reason = "length_truncated"          // channels disagreed on length; the common length was used (warning)
+)
+
 // Class groups reasons by what they do to a sample.
 type Class string
 
@@ -81,6 +99,7 @@ var allReasons = []struct {
 }{
 	{ReasonMissingImage, ClassMissing},
 	{ReasonMissingFile, ClassMissing},
+	{ReasonCameraMissing, ClassMissing},
 	{ReasonPathEscape, ClassInvalid},
 	{ReasonBadSchema, ClassInvalid},
 	{ReasonDuplicateFrame, ClassInvalid},
@@ -89,9 +108,22 @@ var allReasons = []struct {
 	{ReasonBBoxOutOfBounds, ClassInvalid},
 	{ReasonSizeMismatch, ClassInvalid},
 	{ReasonUnknownClass, ClassInvalid},
+	{ReasonChecksumMismatch, ClassInvalid},
+	{ReasonDecompressError, ClassInvalid},
+	{ReasonBlockSizeMismatch, ClassInvalid},
+	{ReasonMissingBlock, ClassInvalid},
+	{ReasonTimestampNotMonotonic, ClassInvalid},
+	{ReasonEpisodeGap, ClassInvalid},
+	{ReasonChunkOverlap, ClassInvalid},
+	{ReasonDimsMismatch, ClassInvalid},
+	{ReasonNonFinite, ClassInvalid},
+	{ReasonLengthMismatch, ClassInvalid},
+	{ReasonZeroFrames, ClassInvalid},
+	{ReasonNoMatchWithinTolerance, ClassInvalid},
 	{ReasonEmpty, ClassEmpty},
 	{ReasonBoxesTruncated, ClassWarning},
 	{ReasonDegenerateBoxDropped, ClassWarning},
+	{ReasonLengthTruncated, ClassWarning},
 }
 
 // AllReasons returns every known reason in a stable order: missing, then

@@ -37,11 +37,14 @@ func TestReasonClass(t *testing.T) {
 func TestAllReasons(t *testing.T) {
 	// The order is part of the report format: written out by hand.
 	want := []Reason{
-		"missing_image", "missing_file",
+		"missing_image", "missing_file", "camera_missing",
 		"path_escape", "bad_schema", "duplicate_frame", "decode_error",
 		"invalid_bbox", "bbox_out_of_bounds", "size_mismatch", "unknown_class",
+		"checksum_mismatch", "decompress_error", "block_size_mismatch", "missing_block",
+		"timestamp_not_monotonic", "episode_gap", "chunk_overlap", "dims_mismatch",
+		"nonfinite", "length_mismatch", "zero_frames", "no_match_within_tolerance",
 		"empty",
-		"boxes_truncated", "degenerate_box_dropped",
+		"boxes_truncated", "degenerate_box_dropped", "length_truncated",
 	}
 	got := AllReasons()
 	if !slices.Equal(got, want) {

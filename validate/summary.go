@@ -39,10 +39,10 @@ func (c *Counts) Add(nonEmpty bool, reasons []Reason, kept bool) {
 	var invalid, missingImage, missingFile bool
 	for _, r := range reasons {
 		switch {
-		case r == ReasonMissingImage:
-			missingImage = true
 		case r == ReasonMissingFile:
 			missingFile = true
+		case r.Class() == ClassMissing: // missing_image, camera_missing
+			missingImage = true
 		case r.Class() == ClassInvalid:
 			invalid = true
 		}
@@ -86,11 +86,11 @@ func (c *Counts) recordLate(r Reason) error {
 	}
 	c.Kept--
 	c.Skipped++
-	switch r {
-	case ReasonMissingImage:
-		c.MissingImage++
-	case ReasonMissingFile:
+	switch {
+	case r == ReasonMissingFile:
 		c.MissingFile++
+	case class == ClassMissing: // missing_image, camera_missing
+		c.MissingImage++
 	default:
 		c.Invalid++
 	}

@@ -41,6 +41,9 @@ type Manifest struct {
 	Thresholds          validate.Thresholds `json:"thresholds"`
 	Summary             validate.Summary    `json:"summary"`
 	Classes             []Class             `json:"classes"`
+	Sources             []SourceEntry       `json:"sources"`
+	Extras              []Extra             `json:"extras"`
+	ImageStats          ImageStats          `json:"image_stats"`
 	SourceFingerprint   Fingerprint         `json:"source_fingerprint"`
 	InputSamples        int64               `json:"input_samples"`
 	Samples             int64               `json:"samples"`
@@ -76,6 +79,32 @@ type Class struct {
 	Index int    `json:"index"`
 	Name  string `json:"name"`
 	ID    *int64 `json:"id,omitempty"` // the numeric id the labels used, when they used one
+}
+
+// SourceEntry is one run or episode: summary.runs and the shards' meta
+// source_index refer to Index.
+type SourceEntry struct {
+	Index      int               `json:"index"`
+	Name       string            `json:"name"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// Extra is one per-sample extra tensor in the shards' extras section: the
+// float32 values at [Offset, Offset+prod(Shape)) of each sample's extras.
+type Extra struct {
+	Name        string `json:"name"`
+	Shape       []int  `json:"shape"`
+	SourceDType string `json:"source_dtype"`
+	Offset      int    `json:"offset"`
+}
+
+// ImageStats are per-channel statistics of the image tensors as stored
+// (after normalization), over the image content of every kept sample
+// (letterbox padding excluded). Drift checks compare them across versions.
+type ImageStats struct {
+	Values int64      `json:"values"` // values per channel
+	Mean   [3]float64 `json:"mean"`
+	Std    [3]float64 `json:"std"`
 }
 
 // Fingerprint summarises the input files the version was built from; the
@@ -197,6 +226,20 @@ func (m *Manifest) check() error {
 	}
 	if m.Summary.Total.Kept != m.Samples {
 		return fmt.Errorf("samples %d but summary.total.kept %d", m.Samples, m.Summary.Total.Kept)
+	}
+	offset := 0
+	for i, e := range m.Extras {
+		n := 1
+		for _, d := range e.Shape {
+			if d <= 0 {
+				return fmt.Errorf("extras[%d] (%s): shape %v", i, e.Name, e.Shape)
+			}
+			n *= d
+		}
+		if e.Offset != offset {
+			return fmt.Errorf("extras[%d] (%s): offset %d, want %d", i, e.Name, e.Offset, offset)
+		}
+		offset += n
 	}
 	for _, p := range []string{m.Files.Samples, m.Files.Fingerprint, m.Files.BuildReport} {
 		if err := checkRelative(p); err != nil {

@@ -96,8 +96,9 @@ type Options struct {
 // Source scans a dataset root of capture runs. It holds no state between
 // calls: every Scan and Fingerprint lists the root again.
 type Source struct {
-	root string
-	opts Options
+	root    string
+	opts    Options
+	entries []sources.SourceEntry // the runs of the last Scan
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -141,6 +142,10 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 	runs, err := s.runs()
 	if err != nil {
 		return err
+	}
+	s.entries = make([]sources.SourceEntry, len(runs))
+	for i, run := range runs {
+		s.entries[i] = sources.SourceEntry{Index: i, Name: run}
 	}
 	var seq int64
 	for i, run := range runs {
@@ -350,20 +355,26 @@ func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error)
 
 // ReadImage returns the bytes of the sample's image, refusing files larger
 // than Options.MaxImageBytes. Errors name the file.
-func (s *Source) ReadImage(smp *sources.Sample) ([]byte, error) {
+func (s *Source) ReadImage(smp *sources.Sample) (sources.Image, error) {
 	if smp.ImagePath == "" || !filepath.IsLocal(filepath.FromSlash(smp.ImagePath)) {
-		return nil, fmt.Errorf("capture: sample %s has no readable image path %q", smp.LabelPath, smp.ImagePath)
+		return sources.Image{}, fmt.Errorf("capture: sample %s has no readable image path %q", smp.LabelPath, smp.ImagePath)
 	}
 	abs := filepath.Join(s.root, filepath.FromSlash(smp.ImagePath))
 	data, tooBig, err := readCapped(abs, s.opts.MaxImageBytes)
 	if err != nil {
-		return nil, fmt.Errorf("capture: image %s: %w", smp.ImagePath, err)
+		return sources.Image{}, fmt.Errorf("capture: image %s: %w", smp.ImagePath, err)
 	}
 	if tooBig {
-		return nil, fmt.Errorf("capture: image %s is larger than %d bytes", smp.ImagePath, s.opts.MaxImageBytes)
+		return sources.Image{}, fmt.Errorf("capture: image %s is larger than %d bytes", smp.ImagePath, s.opts.MaxImageBytes)
 	}
-	return data, nil
+	return sources.Image{Encoded: data}, nil
 }
+
+// Entries lists the runs of the last Scan, labels or not.
+func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+
+// Extras: capture runs carry no per-sample extras.
+func (s *Source) Extras() []sources.ExtraSpec { return nil }
 
 // readCapped reads a whole file of at most limit bytes. A file found
 // larger, by Stat before reading or while reading (it may grow), is

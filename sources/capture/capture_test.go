@@ -514,7 +514,8 @@ func TestReadImage(t *testing.T) {
 	img := encoded(t, "png", 8, 8)
 	writeTree(t, root, map[string][]byte{"r/images/a.png": img, "secret.png": img})
 	src := newSource(t, root, Options{})
-	data, err := src.ReadImage(&sources.Sample{ImagePath: "r/images/a.png"})
+	im, err := src.ReadImage(&sources.Sample{ImagePath: "r/images/a.png"})
+	data := im.Encoded
 	if err != nil || !bytes.Equal(data, img) {
 		t.Errorf("ReadImage = %d bytes, %v; want the file's %d bytes", len(data), err, len(img))
 	}
