@@ -16,25 +16,37 @@ import (
 // SampleRecord is one line of samples.jsonl: every input sample in scan
 // order, kept or not, with where it landed.
 type SampleRecord struct {
-	Seq         int64                `json:"seq"`
-	Source      string               `json:"source"`
-	SourceIndex int32                `json:"source_index"`
-	Frame       uint64               `json:"frame"`
-	UnixTimeNs  int64                `json:"unix_time_ns"`
-	SimTime     float64              `json:"sim_time"`
-	LabelPath   string               `json:"label_path"`
-	ImagePath   string               `json:"image_path"`
-	Width       int                  `json:"width"`
-	Height      int                  `json:"height"`
-	Kept        bool                 `json:"kept"`
-	Reasons     []validate.Reason    `json:"reasons"`
-	Error       string               `json:"error,omitempty"` // the late decode failure, when there was one
-	Index       int64                `json:"index"`           // position among kept samples, -1 when skipped
-	Shard       string               `json:"shard,omitempty"`
-	ShardIndex  int64                `json:"shard_index"` // position within the shard, -1 when skipped
-	BoxCount    int                  `json:"box_count"`
-	ClassIndex  []int32              `json:"class_index,omitempty"`
-	Geometry    *transforms.Geometry `json:"geometry,omitempty"`
+	Seq         int64             `json:"seq"`
+	Source      string            `json:"source"`
+	SourceIndex int32             `json:"source_index"`
+	Frame       uint64            `json:"frame"`
+	UnixTimeNs  int64             `json:"unix_time_ns"`
+	SimTime     float64           `json:"sim_time"`
+	LabelPath   string            `json:"label_path"`
+	ImagePath   string            `json:"image_path"`
+	Width       int               `json:"width"`
+	Height      int               `json:"height"`
+	Kept        bool              `json:"kept"`
+	Reasons     []validate.Reason `json:"reasons"`
+	Error       string            `json:"error,omitempty"` // the late decode failure, when there was one
+	Index       int64             `json:"index"`           // position among kept samples, -1 when skipped
+	Shard       string            `json:"shard,omitempty"`
+	ShardIndex  int64             `json:"shard_index"` // position within the shard, -1 when skipped
+	BoxCount    int               `json:"box_count"`
+	ClassIndex  []int32           `json:"class_index,omitempty"`
+	Letterbox   *Letterbox        `json:"letterbox,omitempty"` // kept samples: where the image landed in the target
+}
+
+// Letterbox is the provenance of a kept sample's image in target space:
+// the source was scaled by (scale_x, scale_y) to resized_width x
+// resized_height and placed at (pad_x, pad_y).
+type Letterbox struct {
+	ScaleX        float64 `json:"scale_x"`
+	ScaleY        float64 `json:"scale_y"`
+	ResizedWidth  int     `json:"resized_width"`
+	ResizedHeight int     `json:"resized_height"`
+	PadX          int     `json:"pad_x"`
+	PadY          int     `json:"pad_y"`
 }
 
 // Report is build_report.json: how the build went. Unlike the manifest it

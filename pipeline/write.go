@@ -254,6 +254,9 @@ func (s *shardSink) put(j *job) error {
 		UnixTimeNs: p.UnixTimeNs, SimTime: p.SimTime, LabelPath: p.LabelPath, ImagePath: p.ImagePath,
 		Width: p.Width, Height: p.Height, Reasons: p.Reasons, Index: -1, ShardIndex: -1,
 	}
+	if rec.Reasons == nil {
+		rec.Reasons = []validate.Reason{}
+	}
 	if p.Kept && j.lateErr != nil {
 		reason := validate.ReasonDecodeError
 		rec.Reasons = addReason(rec.Reasons, reason)
@@ -320,7 +323,7 @@ func (s *shardSink) append(j *job, rec *SampleRecord) error {
 	rec.Index = s.out.samples
 	rec.BoxCount = len(boxes)
 	rec.ClassIndex = classes
-	rec.Geometry = &g
+	rec.Letterbox = &Letterbox{ScaleX: g.ScaleX, ScaleY: g.ScaleY, ResizedWidth: g.NewW, ResizedHeight: g.NewH, PadX: g.PadX, PadY: g.PadY}
 	s.curN++
 	s.out.samples++
 	s.out.sums.add(j.sums)

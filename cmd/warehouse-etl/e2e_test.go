@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"warehouse-etl/pipeline"
+	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
 
@@ -373,6 +375,102 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		res := runCLI(t, context.Background(), nil, tt.args...)
 		if res.code != tt.code || !strings.Contains(res.stderr, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", tt.args, res.code, res.stderr, tt.code, tt.want)
+		}
+	}
+}
+
+// The demo's planted defects, from testdata/capture/README.md: the
+// reasons samples.jsonl must carry for each label file. Every label not
+// listed is clean and kept.
+var demoDefects = map[string][]string{
+	"run_2/labels/frame_00003.json":             {"empty"},
+	"run_2/labels/frame_00005.json":             {"missing_image"},
+	"run_2/labels/frame_00007.json":             {"bad_schema"},
+	"run_2/labels/frame_00009.json":             {"duplicate_frame"},
+	"run_10/labels/frame_00002.json":            {"missing_file"},
+	"run_10/labels/frame_00003.json":            {"invalid_bbox"},
+	"run_10/labels/frame_00004.json":            {"invalid_bbox"},
+	"run_10/labels/frame_00005.json":            {"bbox_out_of_bounds"},
+	"run_10/labels/frame_00006.json":            {"bbox_out_of_bounds"},
+	"run_10/labels/frame_00008.json":            {"bad_schema"},
+	"run_10/labels/frame_00009.json":            {"path_escape"},
+	"run_1700000000123/labels/frame_00002.json": {"bad_schema"},
+	"run_1700000000123/labels/frame_00004.json": {"decode_error"}, // header fine, pixel data cut: found at transform time
+	"run_1700000000123/labels/frame_00005.json": {"decode_error"},
+	"run_1700000000123/labels/frame_00008.json": {"missing_image"},
+}
+
+func TestDemoReasonsAndBoxes(t *testing.T) {
+	cfgPath, _ := writeConfig(t, demoRoot(t), nil)
+	dir, _ := mustBuild(t, cfgPath, nil)
+	recs := readSamples(t, dir)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		want := demoDefects[r.LabelPath]
+		got := make([]string, len(r.Reasons))
+		for i, reason := range r.Reasons {
+			got[i] = string(reason)
+		}
+		if !slices.Equal(got, want) && !(len(want) == 0 && len(got) == 0) {
+			t.Errorf("%s: reasons %v, want %v", r.LabelPath, got, want)
+		}
+		wantKept := len(want) == 0 || (len(want) == 1 && want[0] == "empty")
+		if r.Kept != wantKept {
+			t.Errorf("%s: kept %v, want %v", r.LabelPath, r.Kept, wantKept)
+		}
+		seen[r.LabelPath] = true
+	}
+	for path := range demoDefects {
+		if !seen[path] {
+			t.Errorf("%s is missing from samples.jsonl", path)
+		}
+	}
+	late := recs[slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool {
+		return r.LabelPath == "run_1700000000123/labels/frame_00004.json"
+	})]
+	if !strings.Contains(late.Error, "png") {
+		t.Errorf("late decode failure has no error message: %+v", late)
+	}
+
+	// run_10 frame 0: 320x240 letterboxed into 384x384 is scale 1.2, 384x288
+	// at y offset 48. Its first box, bbox_px [200, 79, 297.5, 138], lands at
+	// x/384*1.2 and (y*1.2+48)/384, stored as f16.
+	i := slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool { return r.LabelPath == "run_10/labels/frame_00000.json" })
+	r := recs[i]
+	if r.Letterbox == nil || *r.Letterbox != (pipeline.Letterbox{ScaleX: 1.2, ScaleY: 1.2, ResizedWidth: 384, ResizedHeight: 288, PadX: 0, PadY: 48}) {
+		t.Fatalf("letterbox %+v", r.Letterbox)
+	}
+	sh, err := shard.Open(filepath.Join(dir, "shards", r.Shard+".twh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	idx := int(r.ShardIndex)
+	boxes := sh.Boxes(idx)
+	if len(boxes) != 3 || sh.BoxCount(idx) != 3 {
+		t.Fatalf("%d boxes, want 3", len(boxes))
+	}
+	want := [4]float64{200 * 1.2 / 384, (79*1.2 + 48) / 384, 297.5 * 1.2 / 384, (138*1.2 + 48) / 384}
+	for k := range 4 {
+		if d := math.Abs(float64(boxes[0][k]) - want[k]); d > 1.0/2048 {
+			t.Errorf("box coordinate %d = %v, want %v (f16)", k, boxes[0][k], want[k])
+		}
+	}
+	mask := sh.Mask(idx)
+	if len(mask) != 16 || mask[2] != 1 || mask[3] != 0 {
+		t.Errorf("mask %v, want 3 ones then zeros", mask)
+	}
+	m := sh.Meta(idx)
+	if m.FrameID != 0 || m.InputSeq != uint64(r.Seq) || m.SrcWidth != 320 || m.SrcHeight != 240 || m.PadY != 48 {
+		t.Errorf("meta %+v", m)
+	}
+	// The letterbox band above the image is exactly the pad value 0.
+	img := sh.ImageF16(idx)
+	for c := range 3 {
+		for _, v := range img[c*384*384 : c*384*384+48*384] {
+			if v != 0 {
+				t.Fatalf("channel %d padding holds %#04x", c, v)
+			}
 		}
 	}
 }
