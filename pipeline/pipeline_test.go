@@ -70,7 +70,7 @@ func (m *memSource) Entries() []sources.SourceEntry {
 	return []sources.SourceEntry{{Index: 0, Name: "run_1"}}
 }
 
-func pngBytes(t *testing.T, w, h int, seed uint8) []byte {
+func pngBytes(t testing.TB, w, h int, seed uint8) []byte {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	for y := range h {
@@ -107,7 +107,7 @@ func newMemSource(t *testing.T, n int, corrupt ...int) *memSource {
 	return src
 }
 
-func testConfig(t *testing.T, samplesPerShard int) *config.Config {
+func testConfig(t testing.TB, samplesPerShard int) *config.Config {
 	cfg := config.Defaults()
 	cfg.Source.Root = "mem"
 	cfg.TargetSize = [2]int{8, 8}
