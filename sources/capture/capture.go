@@ -193,7 +193,7 @@ func (s *Source) runs() ([]string, error) {
 			return nil, fmt.Errorf("capture: run %s: %w", name, err)
 		}
 	}
-	slices.SortFunc(runs, naturalCompare)
+	slices.SortFunc(runs, sources.NaturalCompare)
 	return runs, nil
 }
 
@@ -239,7 +239,7 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 			}
 			return 1
 		}
-		return naturalCompare(a.name, b.name)
+		return sources.NaturalCompare(a.name, b.name)
 	})
 	return out, nil
 }
@@ -414,15 +414,4 @@ func notFound(err error) bool {
 // hidden (editors and macOS leave ".name.json" files behind).
 func isLabelName(name string) bool {
 	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
-}
-
-// naturalCompare is naturalLess as a three-way comparison for slices.SortFunc.
-func naturalCompare(a, b string) int {
-	switch {
-	case naturalLess(a, b):
-		return -1
-	case naturalLess(b, a):
-		return 1
-	}
-	return 0
 }

@@ -1,4 +1,4 @@
-package capture
+package sources
 
 import (
 	"math/big"
@@ -42,8 +42,8 @@ func TestNaturalLess(t *testing.T) {
 		{"x1.5", "x1.10", true},
 	}
 	for _, tt := range tests {
-		if got := naturalLess(tt.a, tt.b); got != tt.want {
-			t.Errorf("naturalLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		if got := NaturalLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("NaturalLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
 }
@@ -52,7 +52,7 @@ func TestNaturalSort(t *testing.T) {
 	in := []string{"run_10", "run_1700000000123", "run_2", "run_1", "run_02", "run_b", "run_", "run_a10", "run_a9"}
 	want := []string{"run_", "run_1", "run_02", "run_2", "run_10", "run_1700000000123", "run_a9", "run_a10", "run_b"}
 	got := slices.Clone(in)
-	slices.SortFunc(got, naturalCompare)
+	slices.SortFunc(got, NaturalCompare)
 	if !slices.Equal(got, want) {
 		t.Errorf("sorted = %q\nwant     %q", got, want)
 	}
@@ -134,14 +134,14 @@ func TestNaturalLessMatchesReference(t *testing.T) {
 	for _, a := range names {
 		for _, b := range names[:100] {
 			want := referenceCompare(a, b) < 0
-			if got := naturalLess(a, b); got != want {
-				t.Fatalf("naturalLess(%q, %q) = %v, reference says %v", a, b, got, want)
+			if got := NaturalLess(a, b); got != want {
+				t.Fatalf("NaturalLess(%q, %q) = %v, reference says %v", a, b, got, want)
 			}
 		}
 	}
 	// Sorting with either gives the same sequence.
 	x, y := slices.Clone(names), slices.Clone(names)
-	slices.SortFunc(x, naturalCompare)
+	slices.SortFunc(x, NaturalCompare)
 	slices.SortFunc(y, referenceCompare)
 	if !slices.Equal(x, y) {
 		t.Errorf("sort differs from the reference:\n%q\n%q", x, y)

@@ -1,6 +1,6 @@
-package capture
+package sources
 
-// naturalLess orders names so that digit runs compare as numbers: run_2
+// NaturalLess orders names so that digit runs compare as numbers: run_2
 // before run_10, frame_9 before frame_10. Digit runs are compared by value
 // without converting them to integers (leading zeros stripped, then by
 // length, then digit by digit), so arbitrarily long runs such as
@@ -9,7 +9,7 @@ package capture
 // non-digit byte compares the same whichever digit it starts with, which
 // keeps the order transitive. Names equal under this rule (run_02 and
 // run_2) fall back to plain string order, so the order is total.
-func naturalLess(a, b string) bool {
+func NaturalLess(a, b string) bool {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		ca, cb := a[i], b[j]
@@ -65,4 +65,16 @@ func trimLeadingZeros(s string) string {
 		s = s[1:]
 	}
 	return s
+}
+
+// NaturalCompare is NaturalLess as a three-way comparison for
+// slices.SortFunc. Every source orders runs, episodes and files with it.
+func NaturalCompare(a, b string) int {
+	switch {
+	case NaturalLess(a, b):
+		return -1
+	case NaturalLess(b, a):
+		return 1
+	}
+	return 0
 }
