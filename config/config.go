@@ -37,6 +37,7 @@ type Config struct {
 	Thresholds    validate.Thresholds `json:"thresholds"`
 	OutputRoot    string              `json:"output_root"`
 	Workers       int                 `json:"workers"` // 0 = one per CPU
+	Zarr          Zarr                `json:"zarr"`
 
 	// Path is the file the config was read from; Dir its directory.
 	Path string `json:"-"`
@@ -56,13 +57,22 @@ type Source struct {
 }
 
 // SourceKinds are the known source.kind values.
-var SourceKinds = []string{"capture"}
+var SourceKinds = []string{"capture", "kdb", "wshard", "roverd"}
 
 // Normalize is the per-channel normalization after scaling pixels to [0,1]:
 // (v/255 - mean[c]) / std[c]. Both empty means v/255.
 type Normalize struct {
 	Mean []float64 `json:"mean"`
 	Std  []float64 `json:"std"`
+}
+
+// Zarr asks a build to also write the version as a Zarr v3 store,
+// warehouse.zarr in the version directory (docs/format/zarr.md). Its
+// settings change the version's bytes, so they join the version recipe.
+type Zarr struct {
+	Enabled      bool `json:"enabled"`
+	ZstdLevel    int  `json:"zstd_level"`    // 0 = inner chunks uncompressed; 1..22 = zstd level
+	ShardSamples int  `json:"shard_samples"` // samples per Zarr shard; 0 = as the warehouse's shards
 }
 
 // Defaults returns the configuration every file starts from.
@@ -211,6 +221,13 @@ func (c *Config) Validate() error {
 	}
 	if c.OutputRoot == "" {
 		bad("output_root must not be empty")
+	}
+	// The limits of package zarr (MaxZstdLevel, MaxChunksPerShard).
+	if c.Zarr.ZstdLevel < 0 || c.Zarr.ZstdLevel > 22 {
+		bad("zarr.zstd_level %d: must be 0 (uncompressed) to 22", c.Zarr.ZstdLevel)
+	}
+	if c.Zarr.ShardSamples < 0 || c.Zarr.ShardSamples > 1<<20 {
+		bad("zarr.shard_samples %d: must be 0 (as the warehouse's shards) to 1048576", c.Zarr.ShardSamples)
 	}
 	seen := map[string]bool{}
 	for _, name := range c.Classes {

@@ -8,16 +8,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"warehouse-etl/analytics"
 	"warehouse-etl/config"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
+	"warehouse-etl/zarr"
 )
 
 // Options configure one build.
@@ -62,7 +65,18 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer b.close()
 	return b.run(ctx)
+}
+
+// close releases a source the builder opened itself (files it holds open);
+// a source passed in Options belongs to the caller.
+func (b *builder) close() {
+	if c, ok := b.src.(io.Closer); ok && b.opts.Source == nil {
+		if err := c.Close(); err != nil {
+			b.log.Warn("closing the source", "err", err)
+		}
+	}
 }
 
 // builder holds the state of one build.
@@ -106,14 +120,14 @@ func newBuilder(opts Options) (*builder, error) {
 	}
 	th, err := cfg.Thresholds.WithEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, &ConfigError{err}
 	}
 	b.thresholds = th
 	b.src = opts.Source
 	if b.src == nil {
-		src, err := openSource(cfg)
+		src, err := openSource(cfg, b.log)
 		if err != nil {
-			return nil, err
+			return nil, &ConfigError{err}
 		}
 		b.src = src
 	}
@@ -187,6 +201,21 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	rep.finish(m, written)
 	if err := writeJSONFile(filepath.Join(tmp, warehouse.BuildReportName), rep); err != nil {
 		return nil, err
+	}
+	// The Parquet exports are derived from the files above and written
+	// before the manifest, so a published version always has them. The
+	// publish and total times are not known yet (build.parquet omits them).
+	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, BeforePublish: true})
+	if err != nil {
+		return nil, err
+	}
+	m.Files.Parquet = &exported.Files
+	// The Zarr store, when configured, is also complete before the manifest.
+	if z := b.cfg.Zarr; z.Enabled {
+		opts := zarr.Options{ZstdLevel: z.ZstdLevel, ShardSamples: z.ShardSamples, Workers: b.workers, Logger: b.log}
+		if _, err := zarr.Write(ctx, tmp, m, filepath.Join(tmp, zarr.StoreName), opts); err != nil {
+			return nil, err
+		}
 	}
 	raw, err := m.Encode()
 	if err != nil {

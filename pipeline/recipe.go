@@ -89,6 +89,11 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("classes", strings.Join(c.Classes, ","))
 	r.Set("shard_target_bytes", c.ShardTargetBytes())
 	r.Set("decoder", transforms.DecoderIdentity())
+	// The Zarr store is an output only when enabled; its key is absent
+	// otherwise, so versions built without it keep their ids.
+	if z := c.Zarr; z.Enabled {
+		r.Set("zarr", fmt.Sprintf("zstd_level=%d,shard_samples=%d", z.ZstdLevel, z.ShardSamples))
+	}
 	return &r
 }
 

@@ -94,9 +94,15 @@ func (r *Report) finish(m *warehouse.Manifest, w *writeResult) {
 	r.InputSamples, r.Samples, r.Skipped = t.Total, t.Kept, t.Skipped
 	r.SkippedByReason = map[string]int64{}
 	for reason, n := range t.ByReason {
-		if reason.Class() != validate.ClassWarning {
-			r.SkippedByReason[string(reason)] = n
+		switch reason.Class() {
+		case validate.ClassWarning:
+			continue
+		case validate.ClassEmpty:
+			if !m.Transform.SkipEmpty {
+				continue // kept
+			}
 		}
+		r.SkippedByReason[string(reason)] = n
 	}
 	r.Shards, r.BytesWritten = len(w.shards), w.bytes
 	if r.Phases.Write > 0 {

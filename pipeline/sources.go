@@ -2,16 +2,21 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"warehouse-etl/config"
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/capture"
+	"warehouse-etl/sources/kdb"
+	"warehouse-etl/sources/roverd"
+	"warehouse-etl/sources/wshard"
 )
 
-// openSource returns the source the config names. Each source kind adds its
-// case here and its name to config.SourceKinds.
-func openSource(cfg *config.Config) (sources.Source, error) {
+// openSource returns the source the config names; its warnings go to log.
+// Each source kind adds its case here and its name to config.SourceKinds.
+// A source that holds files open implements io.Closer; the build closes it.
+func openSource(cfg *config.Config, log *slog.Logger) (sources.Source, error) {
 	root := cfg.Resolve(cfg.Source.Root)
 	switch cfg.Source.Kind {
 	case "capture":
@@ -19,6 +24,12 @@ func openSource(cfg *config.Config) (sources.Source, error) {
 			return nil, fmt.Errorf("source.root %s: not a readable directory", root)
 		}
 		return capture.New(root, capture.Options{LabelKeys: cfg.Source.LabelKeys})
+	case "kdb":
+		return kdb.New(root, kdb.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, Logger: log})
+	case "wshard":
+		return wshard.New(root, wshard.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, Logger: log})
+	case "roverd":
+		return roverd.New(root, roverd.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, ToleranceMs: cfg.Source.ToleranceMs, IncludeUnderscore: cfg.Source.IncludeUnderscore, Logger: log})
 	default:
 		return nil, fmt.Errorf("source.kind %q: no such source", cfg.Source.Kind)
 	}

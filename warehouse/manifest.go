@@ -137,6 +137,18 @@ type Files struct {
 	Samples     string `json:"samples"`
 	Fingerprint string `json:"fingerprint"`
 	BuildReport string `json:"build_report"`
+	// Parquet names the analytics exports (docs/format/parquet.md). It is
+	// absent in manifests written before builds exported Parquet; `export
+	// parquet` adds the files to such a version without rewriting its
+	// manifest.
+	Parquet *ParquetFiles `json:"parquet,omitempty"`
+}
+
+// ParquetFiles names the Parquet exports of a version.
+type ParquetFiles struct {
+	Samples string `json:"samples"`
+	Runs    string `json:"runs"`
+	Build   string `json:"build"`
 }
 
 // Encode returns the manifest's canonical bytes: indented JSON, a trailing
@@ -241,7 +253,11 @@ func (m *Manifest) check() error {
 		}
 		offset += n
 	}
-	for _, p := range []string{m.Files.Samples, m.Files.Fingerprint, m.Files.BuildReport} {
+	names := []string{m.Files.Samples, m.Files.Fingerprint, m.Files.BuildReport}
+	if pq := m.Files.Parquet; pq != nil {
+		names = append(names, pq.Samples, pq.Runs, pq.Build)
+	}
+	for _, p := range names {
 		if err := checkRelative(p); err != nil {
 			return fmt.Errorf("files: %v", err)
 		}
@@ -261,4 +277,8 @@ func checkRelative(p string) error {
 const (
 	SamplesName     = "samples.jsonl"
 	BuildReportName = "build_report.json"
+
+	SamplesParquetName = "samples.parquet"
+	RunsParquetName    = "runs.parquet"
+	BuildParquetName   = "build.parquet"
 )

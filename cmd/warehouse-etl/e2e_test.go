@@ -195,7 +195,7 @@ func TestBuildDemoEndToEnd(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got := strings.Join(names, ","); got != "build_report.json,fingerprint.jsonl,manifest.json,samples.jsonl,shards" {
+	if got := strings.Join(names, ","); got != "build.parquet,build_report.json,fingerprint.jsonl,manifest.json,runs.parquet,samples.jsonl,samples.parquet,shards" {
 		t.Fatalf("version dir holds %s", got)
 	}
 }
@@ -307,7 +307,7 @@ func TestDeterministicAcrossWorkerCounts(t *testing.T) {
 		t.Fatalf("version dirs differ: %s vs %s", dirs[0], dirs[1])
 	}
 	m, _ := warehouse.ReadManifest(dirs[0])
-	files := []string{warehouse.SamplesName, warehouse.FingerprintName}
+	files := []string{warehouse.SamplesName, warehouse.FingerprintName, "samples.parquet"} // runs.parquet carries created_at_ms, like the manifest
 	for _, s := range m.Shards {
 		files = append(files, s.RelativePath)
 	}
@@ -357,6 +357,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.jsonc")
 	os.WriteFile(bad, []byte("{\n  \"source\": {\"root\": \".\"},\n  \"target\": [1, 2]\n}\n"), 0o644)
+	noRoot := filepath.Join(dir, "noroot.jsonc")
+	os.WriteFile(noRoot, []byte(`{"source": {"root": "absent"}}`), 0o644)
 	tests := []struct {
 		args []string
 		code int
@@ -368,6 +370,7 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"build", "--config", bad}, exitUsage, `bad.jsonc: line 3: unknown key "target" at the top level`},
 		{[]string{"build", "--config", filepath.Join(dir, "absent.jsonc")}, exitUsage, "no such file"},
 		{[]string{"build", "--nope"}, exitUsage, "flag provided but not defined: -nope"},
+		{[]string{"build", "--config", noRoot}, exitUsage, filepath.Join(dir, "absent") + ": not a readable directory"},
 		{[]string{"--help"}, exitOK, "exit codes:"},
 		{[]string{"build", "-h"}, exitOK, "WAREHOUSE_CLEAR=1"},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 
+	"warehouse-etl/analytics"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/warehouse"
 )
@@ -17,6 +18,8 @@ const (
 	exitThreshold   = 3
 	exitStale       = 4
 	exitLocked      = 5
+	exitDrift       = 6
+	exitFindings    = 7
 	exitInterrupted = 130
 )
 
@@ -34,7 +37,11 @@ func exitCode(ctx context.Context, err error) int {
 	var (
 		threshold *pipeline.ThresholdError
 		stale     *pipeline.StaleError
+		drift     *analytics.DriftError
+		opened    *warehouse.ThresholdError
+		findings  *warehouse.FindingsError
 		usage     usageError
+		config    *pipeline.ConfigError
 	)
 	switch {
 	case err == nil:
@@ -43,13 +50,17 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &threshold):
+	case errors.As(err, &threshold), errors.As(err, &opened):
 		return exitThreshold
 	case errors.As(err, &stale):
 		return exitStale
 	case errors.Is(err, warehouse.ErrLocked):
 		return exitLocked
-	case errors.As(err, &usage):
+	case errors.As(err, &drift):
+		return exitDrift
+	case errors.As(err, &findings):
+		return exitFindings
+	case errors.As(err, &usage), errors.As(err, &config):
 		return exitUsage
 	default:
 		return exitFailure

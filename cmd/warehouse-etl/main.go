@@ -32,6 +32,11 @@ type environment struct {
 var commands = []command{
 	{"build", "build (or confirm up to date) the warehouse version a config describes", runBuild},
 	{"version", "print the code version", runVersion},
+	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", runVerify},
+	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", runInspect},
+	{"load", "read a warehouse the way training does and report throughput", runLoad},
+	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", runExport},
+	{"diff", "compare two versions; exit 6 past the drift limits", runDiff},
 }
 
 const usageText = `usage: warehouse-etl <command> [flags]
@@ -42,9 +47,12 @@ exit codes:
   0    success (including "up to date")
   1    failure: I/O error, corrupt input the build cannot continue past, internal error
   2    usage or configuration error
-  3    validation thresholds exceeded: nothing was published
+  3    validation thresholds exceeded: nothing was published (build), or the
+       warehouse's recorded summary exceeds its thresholds (load)
   4    sources changed since this version was built: rerun with WAREHOUSE_CLEAR=1
   5    another build of the same version holds its lock
+  6    diff: a drift limit was exceeded
+  7    verify found problems: do not train on this version (the output says what to run next)
   130  interrupted (SIGINT/SIGTERM): nothing was published
 
 Run 'warehouse-etl <command> -h' for a command's flags.

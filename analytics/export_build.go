@@ -1,0 +1,189 @@
+package analytics
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"warehouse-etl/warehouse"
+)
+
+// maxReportBytes bounds build_report.json before it is read: it is a
+// few dozen fields.
+const maxReportBytes = 1 << 20
+
+// buildReport is build_report.json as docs/format/manifest.md defines it
+// (written by pipeline.Report).
+type buildReport struct {
+	Version          string  `json:"version"`
+	CodeVersion      string  `json:"code_version"`
+	Host             string  `json:"host"`
+	GOOS             string  `json:"goos"`
+	GOARCH           string  `json:"goarch"`
+	Workers          int64   `json:"workers"`
+	StartedAtMs      int64   `json:"started_at_ms"`
+	InputSamples     int64   `json:"input_samples"`
+	Samples          int64   `json:"samples"`
+	Skipped          int64   `json:"skipped"`
+	Shards           int64   `json:"shards"`
+	BytesWritten     int64   `json:"bytes_written"`
+	SamplesPerSecond float64 `json:"samples_per_second"`
+	MBPerSecond      float64 `json:"mb_per_second"`
+	Phases           struct {
+		Scan      float64 `json:"scan"`
+		Read      float64 `json:"read"`
+		Transform float64 `json:"transform"`
+		Write     float64 `json:"write"`
+		Publish   float64 `json:"publish"`
+		Total     float64 `json:"total"`
+	} `json:"phases_seconds"`
+}
+
+// decodeBuildReport decodes and range-checks report bytes.
+func decodeBuildReport(raw []byte) (*buildReport, error) {
+	if len(raw) > maxReportBytes {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(raw), maxReportBytes)
+	}
+	var r buildReport
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	for name, v := range map[string]int64{
+		"workers": r.Workers, "input_samples": r.InputSamples, "samples": r.Samples,
+		"skipped": r.Skipped, "shards": r.Shards, "bytes_written": r.BytesWritten,
+	} {
+		if v < 0 {
+			return nil, fmt.Errorf("%s is %d", name, v)
+		}
+	}
+	p := r.Phases
+	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Read, p.Transform, p.Write, p.Publish, p.Total} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("a rate or phase time is %v", v)
+		}
+	}
+	return &r, nil
+}
+
+// readBuildReport reads the version's build report and checks it belongs
+// to manifest m.
+func readBuildReport(dir string, m *warehouse.Manifest) (*buildReport, error) {
+	name := filepath.Join(dir, filepath.FromSlash(m.Files.BuildReport))
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r, err := decodeBuildReport(raw)
+	if err != nil {
+		return nil, corruptf("%s: %v", name, err)
+	}
+	if r.Version != m.Version || r.InputSamples != m.InputSamples || r.Samples != m.Samples {
+		return nil, corruptf("%s describes version %.16s with %d samples (%d kept), the manifest version %.16s with %d (%d kept)",
+			name, r.Version, r.InputSamples, r.Samples, m.Version, m.InputSamples, m.Samples)
+	}
+	return r, nil
+}
+
+// Values of build.parquet's phases.clock.
+const (
+	ClockWall      = "wall"       // elapsed time of the phase
+	ClockWorkerSum = "worker_sum" // summed over workers: CPU-seconds, may exceed the wall time
+)
+
+var buildSchema = arrow.NewSchema([]arrow.Field{
+	stringField("version", false),
+	stringField("code_version", false),
+	int64Field("created_at_ms", false),
+	int64Field("started_at_ms", false),
+	stringField("host", false),
+	stringField("goos", false),
+	stringField("goarch", false),
+	int64Field("workers", false),
+	int64Field("input_samples", false),
+	int64Field("samples", false),
+	int64Field("skipped", false),
+	int64Field("shards", false),
+	int64Field("bytes_written", false),
+	float64Field("samples_per_second", false),
+	float64Field("mb_per_second", false),
+	stringField("source_fingerprint_sha256", false),
+	listField("phases", arrow.StructOf(stringField("phase", false), float64Field("seconds", false), stringField("clock", false))),
+}, nil)
+
+type phase struct {
+	name    string
+	seconds float64
+	clock   string
+}
+
+// phases lists the report's phases in pipeline order. Before publish the
+// publish and total times do not exist yet and are left out rather than
+// written as zeros.
+func (r *buildReport) phases(beforePublish bool) []phase {
+	p := r.Phases
+	out := []phase{
+		{"scan", p.Scan, ClockWall},
+		{"read", p.Read, ClockWorkerSum},
+		{"transform", p.Transform, ClockWorkerSum},
+		{"write", p.Write, ClockWall},
+	}
+	if !beforePublish {
+		out = append(out, phase{"publish", p.Publish, ClockWall}, phase{"total", p.Total, ClockWall})
+	}
+	return out
+}
+
+// writeBuild writes build.parquet: one row for the build.
+func writeBuild(dir string, m *warehouse.Manifest, r *buildReport, beforePublish bool) (_ *parquetFile, err error) {
+	out, err := createParquet(dir, warehouse.BuildParquetName, buildSchema)
+	if err != nil {
+		return nil, err
+	}
+	defer abortOnError(out, &err)
+	rb := out.rb
+	str := func(i int) *array.StringBuilder { return rb.Field(i).(*array.StringBuilder) }
+	i64 := func(i int) *array.Int64Builder { return rb.Field(i).(*array.Int64Builder) }
+	str(0).Append(m.Version)
+	str(1).Append(m.CodeVersion)
+	i64(2).Append(m.CreatedAtMs)
+	i64(3).Append(r.StartedAtMs)
+	str(4).Append(r.Host)
+	str(5).Append(r.GOOS)
+	str(6).Append(r.GOARCH)
+	for i, v := range []int64{r.Workers, r.InputSamples, r.Samples, r.Skipped, r.Shards, r.BytesWritten} {
+		i64(7 + i).Append(v)
+	}
+	rb.Field(13).(*array.Float64Builder).Append(r.SamplesPerSecond)
+	rb.Field(14).(*array.Float64Builder).Append(r.MBPerSecond)
+	str(15).Append(m.SourceFingerprint.SHA256)
+	phases := rb.Field(16).(*array.ListBuilder)
+	ph := phases.ValueBuilder().(*array.StructBuilder)
+	phases.Append(true)
+	for _, p := range r.phases(beforePublish) {
+		ph.Append(true)
+		ph.FieldBuilder(0).(*array.StringBuilder).Append(p.name)
+		ph.FieldBuilder(1).(*array.Float64Builder).Append(p.seconds)
+		ph.FieldBuilder(2).(*array.StringBuilder).Append(p.clock)
+	}
+	if err := out.endRow(); err != nil {
+		return nil, err
+	}
+	return out, out.finish()
+}

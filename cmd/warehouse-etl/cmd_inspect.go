@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/x448/float16"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+
+	"warehouse-etl/shard"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+const inspectSynopsis = `--tensor-warehouse PATH [--json] [--sample N [--png FILE]]
+
+Prints a summary of a warehouse version: version, recipe, transform, sizes,
+classes, validation summary, thresholds and the shard table (with each
+file's presence and size). --sample N adds sample N's record and boxes;
+with --png FILE it also renders sample N back to an RGB picture (the stored
+tensor de-normalized, boxes drawn in their class colour, the letterbox
+content outlined in grey) so a person can see that boxes and image line up.`
+
+func runInspect(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "inspect", inspectSynopsis)
+	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout instead of the summary")
+	sampleIndex := fs.Int("sample", -1, "also show this sample (global index)")
+	pngPath := fs.String("png", "", "with --sample: render the sample with its boxes to this PNG file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		fs.Usage()
+		return usageError{fmt.Errorf("--tensor-warehouse is required")}
+	}
+	if *pngPath != "" && *sampleIndex < 0 {
+		return usageError{fmt.Errorf("--png needs --sample N")}
+	}
+	dir, err := warehouse.ResolveDir(*path)
+	if err != nil {
+		return err
+	}
+	m, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	report := inspectReport{Dir: dir, Manifest: m, ThresholdFindings: m.Thresholds.Evaluate(m.Summary.Total)}
+	if report.ThresholdFindings == nil {
+		report.ThresholdFindings = []validate.Finding{}
+	}
+	for _, s := range m.Shards {
+		report.ShardFiles = append(report.ShardFiles, shardFileStatus(dir, s))
+	}
+	if *sampleIndex >= 0 {
+		// Inspection is not training: a warehouse over its thresholds is
+		// still shown.
+		r, err := warehouse.Open(dir, warehouse.OpenOptions{IgnoreThresholds: true})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		s, err := r.Sample(*sampleIndex)
+		if err != nil {
+			return err
+		}
+		report.Sample = describeSample(m, s)
+		if *pngPath != "" {
+			if err := writePNG(*pngPath, renderSample(m, s)); err != nil {
+				return err
+			}
+			report.Sample.PNG = *pngPath
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	printInspect(env.stdout, &report)
+	return nil
+}
+
+// inspectReport is what --json prints.
+type inspectReport struct {
+	Dir               string              `json:"dir"`
+	Manifest          *warehouse.Manifest `json:"manifest"`
+	ThresholdFindings []validate.Finding  `json:"threshold_findings"`
+	ShardFiles        []shardFile         `json:"shard_files"`
+	Sample            *sampleReport       `json:"sample,omitempty"`
+}
+
+type shardFile struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // "ok", "missing", or what is wrong
+}
+
+// shardFileStatus is a cheap look at one shard file: presence and size
+// (verify checks the rest).
+func shardFileStatus(dir string, s warehouse.Shard) shardFile {
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(s.RelativePath)))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return shardFile{s.ID, "missing"}
+	case err != nil:
+		return shardFile{s.ID, err.Error()}
+	case fi.Size() != s.Bytes:
+		return shardFile{s.ID, fmt.Sprintf("%d bytes, manifest says %d", fi.Size(), s.Bytes)}
+	}
+	return shardFile{s.ID, "ok"}
+}
+
+type sampleReport struct {
+	Index      int          `json:"index"`
+	Shard      string       `json:"shard"`
+	ShardIndex int          `json:"shard_index"`
+	Source     string       `json:"source"`
+	Meta       shard.Meta   `json:"meta"`
+	Boxes      []sampleBox  `json:"boxes"`
+	Extras     []namedExtra `json:"extras,omitempty"`
+	PNG        string       `json:"png,omitempty"`
+}
+
+type sampleBox struct {
+	Box        [4]float32 `json:"box"` // x0, y0, x1, y1 normalized
+	ClassIndex int32      `json:"class_index"`
+	Class      string     `json:"class"`
+}
+
+type namedExtra struct {
+	Name   string    `json:"name"`
+	Shape  []int     `json:"shape"`
+	Values []float32 `json:"values"`
+}
+
+func describeSample(m *warehouse.Manifest, s warehouse.Sample) *sampleReport {
+	meta := s.Meta()
+	rep := &sampleReport{Index: s.Index, Shard: s.Shard, ShardIndex: s.ShardIndex, Meta: meta, Boxes: []sampleBox{}}
+	for _, src := range m.Sources {
+		if src.Index == int(meta.SourceIndex) {
+			rep.Source = src.Name
+		}
+	}
+	classes := s.ClassIndex()
+	for j, b := range s.Boxes() {
+		rep.Boxes = append(rep.Boxes, sampleBox{Box: b, ClassIndex: classes[j], Class: className(m, classes[j])})
+	}
+	extras := s.Extras()
+	for _, e := range m.Extras {
+		n := 1
+		for _, d := range e.Shape {
+			n *= d
+		}
+		rep.Extras = append(rep.Extras, namedExtra{Name: e.Name, Shape: e.Shape, Values: extras[e.Offset : e.Offset+n]})
+	}
+	return rep
+}
+
+func className(m *warehouse.Manifest, idx int32) string {
+	for _, c := range m.Classes {
+		if c.Index == int(idx) {
+			return c.Name
+		}
+	}
+	return fmt.Sprintf("class %d", idx)
+}
+
+func printInspect(w io.Writer, r *inspectReport) {
+	m := r.Manifest
+	t := m.Transform
+	fmt.Fprintf(w, "warehouse   %s\n", r.Dir)
+	fmt.Fprintf(w, "version     %s\n", m.Version)
+	fmt.Fprintf(w, "            format %d, %s, created %s\n", m.FormatVersion, m.CodeVersion, time.UnixMilli(m.CreatedAtMs).UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "source      %s %s\n", m.Source.Kind, m.DatasetRoot)
+	norm := "none (pixel/255)"
+	if len(t.Mean) == 3 && len(t.Std) == 3 {
+		norm = fmt.Sprintf("(pixel/255 - %v) / %v", t.Mean, t.Std)
+	}
+	fmt.Fprintf(w, "transform   %dx%d %s, pad %d, normalize %s, %s, max_boxes %d, skip_empty %v\n",
+		t.TargetWidth, t.TargetHeight, t.ResizeMode, t.PadValue, norm, m.DefaultDType, t.MaxBoxes, t.SkipEmpty)
+	fmt.Fprintf(w, "decoder     %s\n", t.Decoder)
+	var bytes int64
+	for _, s := range m.Shards {
+		bytes += s.Bytes
+	}
+	fmt.Fprintf(w, "samples     %d kept of %d input, %d shards of up to %d samples, %.1f MB\n",
+		m.Samples, m.InputSamples, len(m.Shards), m.SamplesPerShard, float64(bytes)/1e6)
+	var cls []string
+	for _, c := range m.Classes {
+		cls = append(cls, fmt.Sprintf("%d %s", c.Index, c.Name))
+	}
+	fmt.Fprintf(w, "classes     %s\n", orNone(strings.Join(cls, ", ")))
+	var ex []string
+	for _, e := range m.Extras {
+		ex = append(ex, fmt.Sprintf("%s %v (%s) at %d", e.Name, e.Shape, e.SourceDType, e.Offset))
+	}
+	fmt.Fprintf(w, "extras      %s\n", orNone(strings.Join(ex, ", ")))
+	if st := m.ImageStats; st.Values > 0 {
+		fmt.Fprintf(w, "image stats mean %.4f std %.4f over %d values per channel\n", st.Mean, st.Std, st.Values)
+	}
+
+	tot := m.Summary.Total
+	fmt.Fprintf(w, "\nvalidation  %d input: kept %d, skipped %d; empty %d, invalid %d, missing %d\n",
+		tot.Total, tot.Kept, tot.Skipped, tot.Empty, tot.Invalid, tot.Missing())
+	if len(tot.ByReason) > 0 {
+		fmt.Fprintf(w, "  reasons  ")
+		for _, reason := range sortedReasons(tot.ByReason) {
+			fmt.Fprintf(w, " %s=%d", reason, tot.ByReason[reason])
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  run\ttotal\tkept\tskipped\tempty\tinvalid\tmissing\t")
+	for _, run := range m.Summary.Runs {
+		c := run.Counts
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", run.Name, c.Total, c.Kept, c.Skipped, c.Empty, c.Invalid, c.Missing())
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nthresholds\n")
+	th := m.Thresholds
+	for _, cat := range []struct {
+		name  string
+		limit validate.Limit
+		count int64
+	}{{"invalid", th.Invalid, tot.Invalid}, {"missing", th.Missing, tot.Missing()}, {"empty", th.Empty, tot.Empty}} {
+		fmt.Fprintf(w, "  %-8s %s: %d of %d\n", cat.name, describeLimit(cat.limit), cat.count, tot.Total)
+	}
+	for _, f := range r.ThresholdFindings {
+		fmt.Fprintf(w, "  EXCEEDED %s\n", f.String())
+	}
+
+	fmt.Fprintf(w, "\nshards\n")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tFIRST\tSAMPLES\tBYTES\tSHA256\tFILE")
+	for i, s := range m.Shards {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\n", s.ID, s.FirstSample, s.Samples, s.Bytes, abbreviate(s.ChecksumSHA256), r.ShardFiles[i].Status)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nrecipe\n")
+	for _, line := range strings.Split(strings.TrimRight(m.VersionRecipe, "\n"), "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if s := r.Sample; s != nil {
+		fmt.Fprintf(w, "\nsample %d  (%s[%d], source %s, frame %d, input_seq %d)\n", s.Index, s.Shard, s.ShardIndex, s.Source, s.Meta.FrameID, s.Meta.InputSeq)
+		mt := s.Meta
+		fmt.Fprintf(w, "  source image %dx%d -> content %dx%d at (%d, %d), scale %g x %g; boxes dropped %d\n",
+			mt.SrcWidth, mt.SrcHeight, mt.ResizedWidth, mt.ResizedHeight, mt.PadX, mt.PadY, mt.ScaleX, mt.ScaleY, mt.BoxesDropped)
+		for j, b := range s.Boxes {
+			fmt.Fprintf(w, "  box %d  %-12s [%.4f %.4f %.4f %.4f]  = px [%.1f %.1f %.1f %.1f]\n", j, b.Class, b.Box[0], b.Box[1], b.Box[2], b.Box[3],
+				b.Box[0]*float32(t.TargetWidth), b.Box[1]*float32(t.TargetHeight), b.Box[2]*float32(t.TargetWidth), b.Box[3]*float32(t.TargetHeight))
+		}
+		for _, e := range s.Extras {
+			fmt.Fprintf(w, "  extra %s %v: %v\n", e.Name, e.Shape, e.Values)
+		}
+		if s.PNG != "" {
+			fmt.Fprintf(w, "  rendered to %s\n", s.PNG)
+		}
+	}
+}
+
+func describeLimit(l validate.Limit) string {
+	var parts []string
+	if l.MaxCount != nil {
+		parts = append(parts, fmt.Sprintf("max_count %d", *l.MaxCount))
+	}
+	if l.MaxRatio != nil {
+		parts = append(parts, fmt.Sprintf("max_ratio %g", *l.MaxRatio))
+	}
+	if len(parts) == 0 {
+		return "no limit"
+	}
+	action := l.Action
+	if action == "" {
+		action = validate.ActionFail
+	}
+	return strings.Join(parts, ", ") + " (" + string(action) + ")"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func abbreviate(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12] + "…"
+	}
+	return sum
+}
+
+// classColors are distinct, saturated outline colours, by class index.
+var classColors = []color.RGBA{
+	{255, 64, 64, 255}, {64, 255, 64, 255}, {64, 160, 255, 255}, {255, 220, 0, 255},
+	{255, 0, 255, 255}, {0, 255, 255, 255}, {255, 128, 0, 255}, {160, 96, 255, 255},
+}
+
+// letterboxColor outlines the image content inside the letterbox.
+var letterboxColor = color.RGBA{128, 128, 128, 255}
+
+// renderSample turns sample s back into an RGB picture: each stored value
+// v is de-normalized (v*std + mean when the warehouse normalizes, v
+// otherwise), scaled by 255, rounded and clamped. The letterbox content
+// rectangle is outlined in grey (dashed), every box in its class colour (2
+// pixels, inside the box) with the class name above it.
+func renderSample(m *warehouse.Manifest, s warehouse.Sample) *image.RGBA {
+	t := m.Transform
+	w, h := t.TargetWidth, t.TargetHeight
+	values := imageFloat32(s)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	normalized := len(t.Mean) == 3 && len(t.Std) == 3
+	for c := range 3 {
+		plane := values[c*w*h : (c+1)*w*h]
+		for i, v := range plane {
+			x := float64(v)
+			if normalized {
+				x = x*t.Std[c] + t.Mean[c]
+			}
+			img.Pix[4*i+c] = uint8(math.Round(math.Min(255, math.Max(0, x*255))))
+		}
+	}
+	for i := range w * h {
+		img.Pix[4*i+3] = 255
+	}
+
+	meta := s.Meta()
+	if int(meta.ResizedWidth) != w || int(meta.ResizedHeight) != h {
+		x0, y0 := int(meta.PadX), int(meta.PadY)
+		dashedRect(img, x0, y0, x0+int(meta.ResizedWidth)-1, y0+int(meta.ResizedHeight)-1, letterboxColor)
+	}
+	classes := s.ClassIndex()
+	for j, b := range s.Boxes() {
+		col := classColors[int(classes[j])%len(classColors)]
+		x0, y0, x1, y1 := boxPixels(b, w, h)
+		for k := range 2 {
+			rect(img, x0+k, y0+k, x1-k, y1-k, col)
+		}
+		label(img, x0, y0, className(m, classes[j]), col)
+	}
+	return img
+}
+
+// boxPixels are the first and last pixel columns and rows a normalized box
+// covers in a w x h image.
+func boxPixels(b [4]float32, w, h int) (x0, y0, x1, y1 int) {
+	clampTo := func(v, n int) int { return min(max(v, 0), n-1) }
+	x0 = clampTo(int(math.Floor(float64(b[0])*float64(w))), w)
+	y0 = clampTo(int(math.Floor(float64(b[1])*float64(h))), h)
+	x1 = clampTo(int(math.Ceil(float64(b[2])*float64(w)))-1, w)
+	y1 = clampTo(int(math.Ceil(float64(b[3])*float64(h)))-1, h)
+	return x0, y0, max(x0, x1), max(y0, y1)
+}
+
+// imageFloat32 returns the sample's image values as float32, CHW.
+func imageFloat32(s warehouse.Sample) []float32 {
+	if s.DType() == shard.F32 {
+		return s.ImageF32()
+	}
+	bits := s.ImageF16()
+	out := make([]float32, len(bits))
+	for i, b := range bits {
+		out[i] = float16.Frombits(b).Float32()
+	}
+	return out
+}
+
+func rect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
+	if x1 < x0 || y1 < y0 {
+		return
+	}
+	for x := x0; x <= x1; x++ {
+		img.SetRGBA(x, y0, c)
+		img.SetRGBA(x, y1, c)
+	}
+	for y := y0; y <= y1; y++ {
+		img.SetRGBA(x0, y, c)
+		img.SetRGBA(x1, y, c)
+	}
+}
+
+func dashedRect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
+	for x := x0; x <= x1; x++ {
+		if x/4%2 == 0 {
+			img.SetRGBA(x, y0, c)
+			img.SetRGBA(x, y1, c)
+		}
+	}
+	for y := y0; y <= y1; y++ {
+		if y/4%2 == 0 {
+			img.SetRGBA(x0, y, c)
+			img.SetRGBA(x1, y, c)
+		}
+	}
+}
+
+// label writes text in c on a black strip just above (x, y), or just
+// inside the box when there is no room above.
+func label(img *image.RGBA, x, y int, text string, c color.RGBA) {
+	face := basicfont.Face7x13
+	width := font.MeasureString(face, text).Ceil()
+	top := y - 13
+	if top < 0 {
+		top = y + 2
+	}
+	for yy := top; yy < top+13 && yy < img.Rect.Max.Y; yy++ {
+		for xx := x; xx < x+width+2 && xx < img.Rect.Max.X; xx++ {
+			img.SetRGBA(xx, yy, color.RGBA{0, 0, 0, 255})
+		}
+	}
+	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: face, Dot: fixed.P(x+1, top+10)}
+	d.DrawString(text)
+}
+
+func writePNG(path string, img image.Image) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

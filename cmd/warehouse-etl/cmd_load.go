@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"warehouse-etl/config"
+	"warehouse-etl/pipeline"
+	"warehouse-etl/warehouse"
+)
+
+const loadSynopsis = `(--tensor-warehouse PATH | --config FILE) [flags]
+
+Reads a warehouse the way training does (mmap, shuffled batches for one
+rank, prefetched into contiguous buffers) and reports samples/s, GB/s,
+shard load times and peak memory. With only --config it reads the version
+that config builds. --allow-live --config FILE decodes samples from the
+source on the fly when that version was never built: a slow development
+fallback, announced loudly; a warehouse that exists but is damaged is an
+error, never a reason to fall back.`
+
+// loadReport is what load prints (--json) and what bench/load.sh reads.
+type loadReport struct {
+	Dir              string               `json:"dir"`
+	Live             bool                 `json:"live"`
+	Shuffle          string               `json:"shuffle"`
+	Remainder        string               `json:"remainder"`
+	Rank             int                  `json:"rank"`
+	WorldSize        int                  `json:"world_size"`
+	BatchSize        int                  `json:"batch_size"`
+	Epochs           int                  `json:"epochs"`
+	Batches          int                  `json:"batches"`
+	Samples          int64                `json:"samples"`
+	Repeats          int64                `json:"repeats"`
+	Bytes            int64                `json:"bytes"` // images + boxes + masks handed out
+	Seconds          float64              `json:"seconds"`
+	SamplesPerSecond float64              `json:"samples_per_second"`
+	GBPerSecond      float64              `json:"gb_per_second"`
+	Shards           *warehouse.LoadStats `json:"shards,omitempty"`
+	LiveFailed       int64                `json:"live_failed,omitempty"`
+	Memory           memoryReport         `json:"memory"`
+}
+
+func runLoad(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "load", loadSynopsis)
+	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	configPath := fs.String("config", "", "build config: read the version it builds (and the source, with --allow-live)")
+	allowLive := fs.Bool("allow-live", false, "decode from the config's source when the version was never built (development only)")
+	batch := fs.Int("batch", 32, "samples per batch")
+	epochs := fs.Int("epochs", 1, "epochs to read")
+	firstEpoch := fs.Int("first-epoch", 0, "epoch number of the first epoch (the order depends on it)")
+	rank := fs.Int("rank", 0, "this process's data-parallel rank")
+	world := fs.Int("world", 1, "data-parallel world size")
+	shuffleName := fs.String("shuffle", "global", "sample order per epoch: none (sequential), shard (shards and samples within them), global")
+	seed := fs.Uint64("seed", 0, "shuffle seed; every rank must use the same")
+	remainderName := fs.String("remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
+	prefetch := fs.Int("prefetch", 2, "batches filled ahead")
+	workers := fs.Int("workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
+	maxBatches := fs.Int("max-batches", 0, "stop each epoch after this many batches; 0 = all")
+	verifySums := fs.Bool("verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
+	ignoreThresholds := fs.Bool("ignore-thresholds", false, "read a warehouse whose summary exceeds its thresholds")
+	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	shuffle, err := warehouse.ParseShuffle(*shuffleName)
+	if err != nil {
+		return usageError{err}
+	}
+	remainder, err := warehouse.ParseRemainder(*remainderName)
+	if err != nil {
+		return usageError{err}
+	}
+	if *path == "" && *configPath == "" {
+		fs.Usage()
+		return usageError{errors.New("--tensor-warehouse or --config is required")}
+	}
+	if *allowLive && *configPath == "" {
+		return usageError{errors.New("--allow-live needs --config: live decoding reads the source and transforms the config names")}
+	}
+	if *epochs < 1 {
+		return usageError{fmt.Errorf("--epochs %d: must be >= 1", *epochs)}
+	}
+	log, err := lf.logger(env.stderr)
+	if err != nil {
+		return err
+	}
+	var cfg *config.Config
+	if *configPath != "" {
+		if cfg, err = config.Load(*configPath); err != nil {
+			return usageError{err}
+		}
+		if *path == "" {
+			if *path, err = pipeline.VersionDir(cfg); err != nil {
+				return err
+			}
+		}
+	}
+	mem := startMemorySampler()
+
+	var (
+		src    warehouse.BatchSource
+		reader *warehouse.Reader
+		live   *pipeline.Live
+		rep    = loadReport{Shuffle: shuffle.String(), Remainder: remainder.String(), Rank: *rank, WorldSize: *world, BatchSize: *batch, Epochs: *epochs}
+	)
+	dir, resolveErr := warehouse.ResolveDir(*path)
+	switch {
+	case resolveErr == nil:
+		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: *ignoreThresholds, VerifyChecksums: *verifySums})
+		if err != nil {
+			return err
+		}
+		defer reader.Close()
+		src, rep.Dir = reader, dir
+	case *allowLive:
+		fmt.Fprintf(env.stderr, "\n%s\nWARNING: no warehouse at %s.\nWARNING: LIVE DECODING from %s: every sample is decoded, resized and\nWARNING: normalized on every read. This is a development fallback, far slower than a\nWARNING: warehouse and unchecked by verify. Build it: warehouse-etl build --config %s\n%s\n\n",
+			strings.Repeat("!", 78), *path, cfg.Resolve(cfg.Source.Root), *configPath, strings.Repeat("!", 78))
+		live, err = pipeline.OpenLive(ctx, pipeline.LiveOptions{Options: pipeline.Options{Config: cfg, Logger: log, Getenv: env.getenv}, IgnoreThresholds: *ignoreThresholds})
+		if err != nil {
+			return err
+		}
+		defer live.Close()
+		src, rep.Dir, rep.Live = live, *path, true
+	default:
+		hint := "build it with `warehouse-etl build --config FILE`"
+		if *configPath != "" {
+			hint = fmt.Sprintf("build it with `warehouse-etl build --config %s`, or pass --allow-live to decode from the source (development only)", *configPath)
+		}
+		return fmt.Errorf("no warehouse to load: %v; %s", resolveErr, hint)
+	}
+
+	start := time.Now()
+	for e := range *epochs {
+		opts := warehouse.BatchOptions{BatchSize: *batch, Seed: *seed, Epoch: *firstEpoch + e, Rank: *rank, WorldSize: *world,
+			Shuffle: shuffle, Remainder: remainder, Prefetch: *prefetch, Workers: *workers}
+		if err := loadEpoch(ctx, src, opts, *maxBatches, &rep, log); err != nil {
+			return err
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.SamplesPerSecond = float64(rep.Samples) / rep.Seconds
+		rep.GBPerSecond = float64(rep.Bytes) / 1e9 / rep.Seconds
+	}
+	if reader != nil {
+		st := reader.Stats()
+		rep.Shards = &st
+		log.Info("shard load summary", "stats", st)
+	}
+	if live != nil {
+		rep.LiveFailed = live.Failed()
+	}
+	rep.Memory = mem.stop()
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printLoad(env.stdout, &rep)
+	return nil
+}
+
+// loadEpoch reads one epoch's batches for this rank.
+func loadEpoch(ctx context.Context, src warehouse.BatchSource, opts warehouse.BatchOptions, maxBatches int, rep *loadReport, log *slog.Logger) error {
+	t0 := time.Now()
+	it, err := warehouse.NewBatchIterator(ctx, src, opts)
+	if err != nil {
+		return usageError{err}
+	}
+	defer it.Close()
+	var batches int
+	var samples int64
+	for maxBatches == 0 || batches < maxBatches {
+		b, err := it.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		batches++
+		samples += int64(b.Len())
+		rep.Repeats += int64(b.Repeats)
+		rep.Bytes += int64(len(b.Images) + len(b.Boxes) + len(b.Mask))
+	}
+	rep.Batches += batches
+	rep.Samples += samples
+	secs := time.Since(t0).Seconds()
+	log.Info("epoch read", "epoch", opts.Epoch, "batches", batches, "samples", samples, "seconds", secs,
+		"samples_per_second", float64(samples)/max(secs, 1e-9))
+	return nil
+}
+
+func printLoad(w io.Writer, r *loadReport) {
+	what := "warehouse"
+	if r.Live {
+		what = "LIVE (decoded from the source)"
+	}
+	fmt.Fprintf(w, "load %s %s\n", what, r.Dir)
+	fmt.Fprintf(w, "  rank %d of %d, batch %d, shuffle %s, remainder %s, %d epoch(s)\n", r.Rank, r.WorldSize, r.BatchSize, r.Shuffle, r.Remainder, r.Epochs)
+	fmt.Fprintf(w, "  %d batches, %d samples (%d padding repeats), %.1f MB in %.3fs\n", r.Batches, r.Samples, r.Repeats, float64(r.Bytes)/1e6, r.Seconds)
+	fmt.Fprintf(w, "  %.1f samples/s, %.3f GB/s\n", r.SamplesPerSecond, r.GBPerSecond)
+	if r.Shards != nil {
+		fmt.Fprintf(w, "  %s\n", r.Shards.String())
+	}
+	if r.Live {
+		fmt.Fprintf(w, "  live samples that failed to decode (served empty): %d\n", r.LiveFailed)
+	}
+	if m := r.Memory; m.PeakRSS > 0 {
+		fmt.Fprintf(w, "  peak RSS %.1f MB (anonymous peak %.1f MB; file-backed pages at the end %.1f MB, page cache shared with other readers)\n",
+			float64(m.PeakRSS)/1e6, float64(m.PeakAnon)/1e6, float64(m.FileRSS)/1e6)
+	}
+}
+
+// memoryReport is the process's memory as /proc/self/status tells it.
+// PeakRSS (VmHWM) counts the mapped shard pages the process touched: they
+// are page cache, shared and reclaimable, so PeakAnon (sampled RssAnon) is
+// the number that grows with batch size and prefetch, not with the
+// warehouse.
+type memoryReport struct {
+	PeakRSS  int64 `json:"peak_rss_bytes"`
+	PeakAnon int64 `json:"peak_anon_bytes"`
+	FileRSS  int64 `json:"file_rss_bytes"`
+}
+
+type memorySampler struct {
+	mu   sync.Mutex
+	peak int64
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startMemorySampler samples RssAnon every 20ms until stop; the kernel
+// keeps no peak of it.
+func startMemorySampler() *memorySampler {
+	m := &memorySampler{done: make(chan struct{})}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.sample()
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *memorySampler) sample() {
+	if st, ok := procStatus(); ok {
+		m.mu.Lock()
+		m.peak = max(m.peak, st["RssAnon"])
+		m.mu.Unlock()
+	}
+}
+
+func (m *memorySampler) stop() memoryReport {
+	close(m.done)
+	m.wg.Wait()
+	m.sample()
+	st, _ := procStatus()
+	return memoryReport{PeakRSS: st["VmHWM"], PeakAnon: m.peak, FileRSS: st["RssFile"]}
+}
+
+// procStatus reads the kB fields of /proc/self/status, in bytes; ok is
+// false where there is no such file.
+func procStatus() (map[string]int64, bool) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		fields := strings.Fields(rest)
+		if !ok || len(fields) != 2 || fields[1] != "kB" {
+			continue
+		}
+		if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+			out[name] = n << 10
+		}
+	}
+	return out, true
+}

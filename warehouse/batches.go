@@ -1,0 +1,550 @@
+package warehouse
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/x448/float16"
+
+	"warehouse-etl/shard"
+)
+
+// Shuffle says how an epoch orders the samples before they are cut into
+// batches. The orders are a documented contract (docs/format/reading.md),
+// reproducible in any language from (seed, epoch).
+type Shuffle int
+
+const (
+	// ShuffleNone keeps the warehouse order: reads are fully sequential.
+	ShuffleNone Shuffle = iota
+	// ShuffleGlobal is a uniform permutation of all samples.
+	ShuffleGlobal
+	// ShuffleShards permutes the shards, then the samples inside each
+	// shard: every batch reads from one or two shards, so reads stay
+	// local (and sequential within a shard's mapping) while every epoch
+	// still sees a different order.
+	ShuffleShards
+)
+
+var shuffleNames = [...]string{"none", "global", "shard"}
+
+func (s Shuffle) String() string {
+	if s >= 0 && int(s) < len(shuffleNames) {
+		return shuffleNames[s]
+	}
+	return fmt.Sprintf("Shuffle(%d)", int(s))
+}
+
+// ParseShuffle is the inverse of Shuffle.String.
+func ParseShuffle(name string) (Shuffle, error) {
+	for i, n := range shuffleNames {
+		if n == name {
+			return Shuffle(i), nil
+		}
+	}
+	return 0, fmt.Errorf("shuffle %q: want none, global or shard", name)
+}
+
+// Remainder says what happens to the samples that do not fill a batch on
+// every rank. Either way every rank gets the same number of full batches,
+// which data-parallel training needs (a rank with one batch fewer would
+// hang the others in the gradient all-reduce).
+type Remainder int
+
+const (
+	// DropRemainder drops the tail of the epoch's order: every sample is
+	// seen at most once per epoch, up to WorldSize*BatchSize-1 are not seen
+	// in that epoch (a different tail each shuffled epoch).
+	DropRemainder Remainder = iota
+	// PadRemainder fills the last batches by wrapping around to the start
+	// of the epoch's order: every sample is seen at least once and up to
+	// WorldSize*BatchSize-1 are seen twice. Batch.Repeats counts them.
+	PadRemainder
+)
+
+var remainderNames = [...]string{"drop", "pad"}
+
+func (r Remainder) String() string {
+	if r >= 0 && int(r) < len(remainderNames) {
+		return remainderNames[r]
+	}
+	return fmt.Sprintf("Remainder(%d)", int(r))
+}
+
+// ParseRemainder is the inverse of Remainder.String.
+func ParseRemainder(name string) (Remainder, error) {
+	for i, n := range remainderNames {
+		if n == name {
+			return Remainder(i), nil
+		}
+	}
+	return 0, fmt.Errorf("remainder %q: want drop or pad", name)
+}
+
+// BatchOptions configure one rank's batches of one epoch.
+type BatchOptions struct {
+	BatchSize int // samples per batch, >= 1
+	Seed      uint64
+	Epoch     int // >= 0; each epoch has its own order
+	Rank      int // 0 <= Rank < WorldSize
+	WorldSize int // data-parallel ranks; 0 means 1
+	Shuffle   Shuffle
+	Remainder Remainder
+	// Prefetch is how many batches are filled ahead of the consumer; 0
+	// means 2. Memory is (Prefetch+1) batch buffers.
+	Prefetch int
+	// Workers is how many goroutines fill batches; 0 means
+	// min(Prefetch, GOMAXPROCS).
+	Workers int
+}
+
+func (o *BatchOptions) resolve() error {
+	if o.WorldSize == 0 {
+		o.WorldSize = 1
+	}
+	if o.Prefetch == 0 {
+		o.Prefetch = 2
+	}
+	if o.Workers == 0 {
+		o.Workers = min(o.Prefetch, runtime.GOMAXPROCS(0))
+	}
+	switch {
+	case o.BatchSize < 1:
+		return fmt.Errorf("batch size %d: must be >= 1", o.BatchSize)
+	case o.WorldSize < 1 || o.Rank < 0 || o.Rank >= o.WorldSize:
+		return fmt.Errorf("rank %d of world size %d: want 0 <= rank < world size", o.Rank, o.WorldSize)
+	case o.Epoch < 0:
+		return fmt.Errorf("epoch %d: must be >= 0", o.Epoch)
+	case o.Shuffle < ShuffleNone || o.Shuffle > ShuffleShards:
+		return fmt.Errorf("unknown shuffle %v", o.Shuffle)
+	case o.Remainder < DropRemainder || o.Remainder > PadRemainder:
+		return fmt.Errorf("unknown remainder %v", o.Remainder)
+	case o.Prefetch < 1 || o.Workers < 1:
+		return fmt.Errorf("prefetch %d, workers %d: both must be >= 1", o.Prefetch, o.Workers)
+	}
+	return nil
+}
+
+// orderStream is the pseudo-random stream behind every shuffle: SplitMix64
+// (Steele, Lea, Flood 2014) started from seed and epoch. It is written out
+// here, not taken from math/rand, because the order is a cross-language
+// contract: docs/format/reading.md and examples/read_warehouse.py implement
+// the same steps.
+type orderStream struct{ state uint64 }
+
+const golden = 0x9E3779B97F4A7C15
+
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+func newOrderStream(seed uint64, epoch int) *orderStream {
+	return &orderStream{state: seed ^ mix64(uint64(epoch)+golden)}
+}
+
+func (s *orderStream) next() uint64 {
+	s.state += golden
+	return mix64(s.state)
+}
+
+// below returns a uniform integer in [0, n), n >= 1, by Lemire's
+// multiply-and-reject method (no modulo bias).
+func (s *orderStream) below(n uint64) uint64 {
+	hi, lo := bits.Mul64(s.next(), n)
+	if lo < n {
+		threshold := -n % n
+		for lo < threshold {
+			hi, lo = bits.Mul64(s.next(), n)
+		}
+	}
+	return hi
+}
+
+// shuffle is Fisher-Yates from the last element down.
+func (s *orderStream) shuffle(a []int) {
+	for i := len(a) - 1; i > 0; i-- {
+		j := int(s.below(uint64(i + 1)))
+		a[i], a[j] = a[j], a[i]
+	}
+}
+
+// EpochOrder is the order in which one epoch visits samples 0..n-1, before
+// it is cut into batches and split across ranks. shardStarts lists the first
+// sample of each shard (ShuffleShards needs them); every rank computes the
+// same order from the same (seed, epoch).
+func EpochOrder(n int, shardStarts []int, shuffle Shuffle, seed uint64, epoch int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	s := newOrderStream(seed, epoch)
+	switch shuffle {
+	case ShuffleGlobal:
+		s.shuffle(order)
+	case ShuffleShards:
+		shards := make([]int, len(shardStarts))
+		for k := range shards {
+			shards[k] = k
+		}
+		s.shuffle(shards)
+		out := make([]int, 0, n)
+		for _, k := range shards {
+			end := n
+			if k+1 < len(shardStarts) {
+				end = shardStarts[k+1]
+			}
+			block := order[shardStarts[k]:end]
+			s.shuffle(block)
+			out = append(out, block...)
+		}
+		order = out
+	}
+	return order
+}
+
+// PlannedBatch is one batch of a rank's epoch: global sample indices, of
+// which the last Repeats are wrap-around padding (PadRemainder).
+type PlannedBatch struct {
+	Indices []int
+	Repeats int
+}
+
+// PlanBatches cuts the epoch's order into batches of BatchSize and deals
+// them to ranks round robin: global batch t goes to rank t % WorldSize, so
+// rank r gets batches r, r+W, r+2W, ... Every rank gets the same count:
+// floor(n / (W*B)) with DropRemainder, ceil(n / (W*B)) with PadRemainder,
+// where the missing tail positions repeat the order from its start.
+func PlanBatches(n int, shardStarts []int, opts BatchOptions) ([]PlannedBatch, error) {
+	if err := opts.resolve(); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, errors.New("the warehouse has no samples")
+	}
+	per := opts.BatchSize * opts.WorldSize
+	count := n / per
+	if opts.Remainder == PadRemainder {
+		count = (n + per - 1) / per
+	}
+	if count == 0 {
+		return nil, fmt.Errorf("%d samples cannot fill one batch of %d on each of %d ranks; use a smaller batch or pad the remainder", n, opts.BatchSize, opts.WorldSize)
+	}
+	order := EpochOrder(n, shardStarts, opts.Shuffle, opts.Seed, opts.Epoch)
+	batches := make([]PlannedBatch, count)
+	for t := range batches {
+		start := ((t*opts.WorldSize + opts.Rank) * opts.BatchSize)
+		idx := make([]int, opts.BatchSize)
+		for j := range idx {
+			idx[j] = order[(start+j)%n]
+		}
+		batches[t] = PlannedBatch{Indices: idx, Repeats: max(0, start+opts.BatchSize-max(start, n))}
+	}
+	return batches, nil
+}
+
+// BatchSource is what batches are read from: an open warehouse (*Reader),
+// or the live development source of package pipeline.
+type BatchSource interface {
+	Len() int
+	Layout() shard.Layout
+	// ShardStarts is the first sample of each shard, for ShuffleShards.
+	ShardStarts() []int
+	// ReadSampleInto writes sample i into one batch row. It must be safe
+	// to call from several goroutines for different rows.
+	ReadSampleInto(i int, dst SampleSlot) error
+}
+
+// SampleSlot is one row of a Batch, every slice exactly one sample long.
+type SampleSlot struct {
+	Image      []byte  // C*H*W elements of the dtype, little-endian
+	Boxes      []byte  // max_boxes*4 elements of the dtype
+	Mask       []byte  // max_boxes elements of the dtype
+	ClassIndex []int32 // max_boxes; -1 for padding slots
+	BoxCount   *int32  // real boxes
+	Meta       *shard.Meta
+	Extras     []float32 // extra_f32 values
+}
+
+// Batch is a batch in contiguous buffers, ready to hand to a framework in
+// one piece: Images is [B][C][H][W], Boxes [B][max_boxes][4] and Mask
+// [B][max_boxes], all little-endian in the warehouse dtype, byte for byte
+// what the shards hold (torch.frombuffer/np.frombuffer take them as they
+// are). A Batch from an iterator is valid until its next Next or Close.
+type Batch struct {
+	Epoch   int
+	Number  int   // position in this rank's epoch, from 0
+	Indices []int // global sample index of each row
+	Repeats int   // the last Repeats rows are wrap-around padding
+	Layout  shard.Layout
+
+	Images     []byte
+	Boxes      []byte
+	Mask       []byte
+	ClassIndex []int32      // [B][max_boxes], -1 padding
+	BoxCount   []int32      // [B]
+	Meta       []shard.Meta // [B]
+	Extras     []float32    // [B][extra_f32]
+}
+
+// newBatch allocates the buffers of a batch of size rows. The byte buffers
+// are 8-aligned so the typed views are valid.
+func newBatch(l shard.Layout, size int) *Batch {
+	d := l.DType.Size()
+	return &Batch{
+		Layout:     l,
+		Indices:    make([]int, size),
+		Images:     alignedBytes(size * int(l.ImageBytes())),
+		Boxes:      alignedBytes(size * l.MaxBoxes * 4 * d),
+		Mask:       alignedBytes(size * l.MaxBoxes * d),
+		ClassIndex: make([]int32, size*l.MaxBoxes),
+		BoxCount:   make([]int32, size),
+		Meta:       make([]shard.Meta, size),
+		Extras:     make([]float32, size*l.ExtraF32),
+	}
+}
+
+func alignedBytes(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
+}
+
+// Len is the number of rows.
+func (b *Batch) Len() int { return len(b.Indices) }
+
+// Slot returns row j's buffers.
+func (b *Batch) Slot(j int) SampleSlot {
+	l := b.Layout
+	img, box, msk := int(l.ImageBytes()), l.MaxBoxes*4*l.DType.Size(), l.MaxBoxes*l.DType.Size()
+	return SampleSlot{
+		Image:      b.Images[j*img : (j+1)*img],
+		Boxes:      b.Boxes[j*box : (j+1)*box],
+		Mask:       b.Mask[j*msk : (j+1)*msk],
+		ClassIndex: b.ClassIndex[j*l.MaxBoxes : (j+1)*l.MaxBoxes],
+		BoxCount:   &b.BoxCount[j],
+		Meta:       &b.Meta[j],
+		Extras:     b.Extras[j*l.ExtraF32 : (j+1)*l.ExtraF32],
+	}
+}
+
+// hostLittleEndian: typed views of the little-endian buffers are only
+// valid in place on a little-endian host.
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// ImagesF16 is Images as binary16 bit patterns: a view on little-endian
+// hosts, a decoded copy elsewhere. It panics on an F32 batch.
+func (b *Batch) ImagesF16() []uint16 {
+	if b.Layout.DType != shard.F16 {
+		panic("warehouse: ImagesF16 on a " + b.Layout.DType.String() + " batch")
+	}
+	if hostLittleEndian {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Images))), len(b.Images)/2)
+	}
+	out := make([]uint16, len(b.Images)/2)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b.Images[2*i:])
+	}
+	return out
+}
+
+// ImagesF32 is Images as float32: a view on little-endian hosts, a decoded
+// copy elsewhere. It panics on an F16 batch.
+func (b *Batch) ImagesF32() []float32 {
+	if b.Layout.DType != shard.F32 {
+		panic("warehouse: ImagesF32 on a " + b.Layout.DType.String() + " batch")
+	}
+	return littleFloat32s(b.Images)
+}
+
+// BoxesF32 decodes Boxes to float32, [B][max_boxes][4].
+func (b *Batch) BoxesF32() []float32 { return decodeElements(b.Boxes, b.Layout.DType) }
+
+// MaskF32 decodes Mask to float32, [B][max_boxes].
+func (b *Batch) MaskF32() []float32 { return decodeElements(b.Mask, b.Layout.DType) }
+
+func littleFloat32s(b []byte) []float32 {
+	if hostLittleEndian {
+		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+	}
+	return decodeElements(b, shard.F32)
+}
+
+// decodeElements converts little-endian elements of dtype d to float32.
+func decodeElements(b []byte, d shard.DType) []float32 {
+	size := d.Size()
+	out := make([]float32, len(b)/size)
+	for i := range out {
+		e := b[i*size:]
+		if d == shard.F16 {
+			out[i] = float16.Frombits(binary.LittleEndian.Uint16(e)).Float32()
+		} else {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(e))
+		}
+	}
+	return out
+}
+
+// BatchIterator hands out one rank's batches of one epoch, in order, filled
+// ahead by a few goroutines into a fixed set of reused buffers: memory is
+// (Prefetch+1) batches whatever the warehouse size.
+type BatchIterator struct {
+	src     BatchSource
+	opts    BatchOptions
+	plan    []PlannedBatch
+	ctx     context.Context
+	cancel  context.CancelFunc
+	pending chan *batchJob // in batch order
+	free    chan *Batch
+	held    *Batch // the batch the caller has, returned to free on Next
+	err     error  // sticky
+	wg      sync.WaitGroup
+}
+
+type batchJob struct {
+	batch *Batch
+	err   error
+	done  chan struct{}
+}
+
+// Batches starts an iterator over one rank's batches of one epoch. Close it
+// when done, even after io.EOF.
+func (r *Reader) Batches(ctx context.Context, opts BatchOptions) (*BatchIterator, error) {
+	return NewBatchIterator(ctx, r, opts)
+}
+
+// NewBatchIterator is Batches for any BatchSource.
+func NewBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions) (*BatchIterator, error) {
+	plan, err := PlanBatches(src.Len(), src.ShardStarts(), opts)
+	if err != nil {
+		return nil, err
+	}
+	_ = opts.resolve() // PlanBatches validated a copy
+	ctx, cancel := context.WithCancel(ctx)
+	it := &BatchIterator{
+		src: src, opts: opts, plan: plan, ctx: ctx, cancel: cancel,
+		pending: make(chan *batchJob, opts.Prefetch+1),
+		free:    make(chan *Batch, opts.Prefetch+1),
+	}
+	for range opts.Prefetch + 1 {
+		it.free <- newBatch(src.Layout(), opts.BatchSize)
+	}
+	jobs := make(chan *batchJob)
+	it.wg.Add(1 + opts.Workers)
+	go it.dispatch(jobs)
+	for range opts.Workers {
+		go it.work(jobs)
+	}
+	return it, nil
+}
+
+// Len is the number of batches this rank gets in this epoch.
+func (it *BatchIterator) Len() int { return len(it.plan) }
+
+// dispatch assigns a free buffer to each planned batch in order. A buffer
+// becomes free when the caller moves past it, which is the prefetch bound.
+func (it *BatchIterator) dispatch(jobs chan<- *batchJob) {
+	defer it.wg.Done()
+	defer close(it.pending)
+	defer close(jobs)
+	for t, p := range it.plan {
+		var b *Batch
+		select {
+		case b = <-it.free:
+		case <-it.ctx.Done():
+			return
+		}
+		b.Epoch, b.Number, b.Repeats = it.opts.Epoch, t, p.Repeats
+		copy(b.Indices, p.Indices)
+		job := &batchJob{batch: b, done: make(chan struct{})}
+		it.pending <- job // never blocks: at most Prefetch+1 buffers exist
+		select {
+		case jobs <- job:
+		case <-it.ctx.Done():
+			job.err = it.ctx.Err()
+			close(job.done)
+			return
+		}
+	}
+}
+
+func (it *BatchIterator) work(jobs <-chan *batchJob) {
+	defer it.wg.Done()
+	for job := range jobs {
+		job.err = it.fill(job.batch)
+		close(job.done)
+	}
+}
+
+func (it *BatchIterator) fill(b *Batch) error {
+	for j, i := range b.Indices {
+		if err := it.ctx.Err(); err != nil {
+			return err
+		}
+		if err := it.src.ReadSampleInto(i, b.Slot(j)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Next returns the next batch, or io.EOF after the last one. The batch is
+// valid until the following Next or Close. After an error every call
+// returns it.
+func (it *BatchIterator) Next() (*Batch, error) {
+	if it.err != nil {
+		return nil, it.err
+	}
+	if it.held != nil {
+		it.free <- it.held // never blocks: the buffer came from free
+		it.held = nil
+	}
+	var job *batchJob
+	select {
+	case j, ok := <-it.pending:
+		if !ok {
+			it.err = io.EOF
+			if err := it.ctx.Err(); err != nil {
+				it.err = err
+			}
+			return nil, it.err
+		}
+		job = j
+	case <-it.ctx.Done():
+		it.err = it.ctx.Err()
+		return nil, it.err
+	}
+	select {
+	case <-job.done:
+	case <-it.ctx.Done():
+		it.err = it.ctx.Err()
+		return nil, it.err
+	}
+	if job.err != nil {
+		it.err = job.err
+		return nil, it.err
+	}
+	it.held = job.batch
+	return job.batch, nil
+}
+
+// Close stops the prefetching goroutines and waits for them.
+func (it *BatchIterator) Close() error {
+	it.cancel()
+	it.wg.Wait()
+	if it.err == nil || it.err == io.EOF {
+		it.err = errors.New("warehouse: batch iterator closed")
+	}
+	return nil
+}

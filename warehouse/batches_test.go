@@ -1,0 +1,404 @@
+package warehouse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/x448/float16"
+
+	"warehouse-etl/shard"
+)
+
+// The stream is SplitMix64; these are the published outputs of the
+// reference implementation (Vigna, splitmix64.c) for two seeds.
+func TestOrderStreamIsSplitMix64(t *testing.T) {
+	tests := []struct {
+		seed uint64
+		want []uint64
+	}{
+		{1234567, []uint64{6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431, 16408922859458223821}},
+		{1477776061723855037, []uint64{1985237415132408290, 2979275885539914483, 13511426838097143398, 8488337342461049707, 15141737807933549159}},
+	}
+	for _, tt := range tests {
+		s := orderStream{state: tt.seed}
+		for i, want := range tt.want {
+			if got := s.next(); got != want {
+				t.Fatalf("seed %d output %d: %d, want %d", tt.seed, i, got, want)
+			}
+		}
+	}
+}
+
+func TestBelowIsUniformAndInRange(t *testing.T) {
+	// Fisher-Yates over 4 elements must give each of the 24 permutations
+	// about equally often. The stream is deterministic, so the bounds are
+	// not flaky: they are loose enough for any fair generator.
+	counts := map[string]int{}
+	const epochs = 24000
+	for e := range epochs {
+		counts[fmt.Sprint(EpochOrder(4, nil, ShuffleGlobal, 7, e))]++
+	}
+	if len(counts) != 24 {
+		t.Fatalf("%d distinct permutations of 4, want 24", len(counts))
+	}
+	for p, n := range counts {
+		if n < 850 || n > 1150 {
+			t.Errorf("permutation %s seen %d times of %d, want about 1000", p, n, epochs)
+		}
+	}
+	s := newOrderStream(1, 1)
+	for _, n := range []uint64{1, 2, 3, 1<<63 + 1, ^uint64(0)} {
+		for range 100 {
+			if v := s.below(n); v >= n {
+				t.Fatalf("below(%d) = %d", n, v)
+			}
+		}
+	}
+}
+
+func TestEpochOrder(t *testing.T) {
+	starts := []int{0, 4, 8}
+	const n = 11
+	isPermutation := func(order []int) bool {
+		sorted := slices.Sorted(slices.Values(order))
+		for i, v := range sorted {
+			if v != i {
+				return false
+			}
+		}
+		return len(order) == n
+	}
+	if got := EpochOrder(n, starts, ShuffleNone, 1, 5); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+		t.Fatalf("ShuffleNone: %v", got)
+	}
+	for _, mode := range []Shuffle{ShuffleGlobal, ShuffleShards} {
+		a := EpochOrder(n, starts, mode, 42, 0)
+		if !isPermutation(a) {
+			t.Fatalf("%v: %v is not a permutation", mode, a)
+		}
+		if !slices.Equal(a, EpochOrder(n, starts, mode, 42, 0)) {
+			t.Fatalf("%v: same seed and epoch, different order", mode)
+		}
+		if slices.Equal(a, EpochOrder(n, starts, mode, 42, 1)) || slices.Equal(a, EpochOrder(n, starts, mode, 43, 0)) {
+			t.Fatalf("%v: another epoch or seed gave the same order %v", mode, a)
+		}
+	}
+	// Shard-local: each shard's samples come as one contiguous run.
+	for e := range 20 {
+		order := EpochOrder(n, starts, ShuffleShards, 9, e)
+		shardOf := func(i int) int { return slices.IndexFunc(starts, func(s int) bool { return s > i }) }
+		runs := 1
+		for j := 1; j < n; j++ {
+			if shardOf(order[j]) != shardOf(order[j-1]) {
+				runs++
+			}
+		}
+		if runs != len(starts) {
+			t.Fatalf("epoch %d: %v visits shards in %d runs, want %d", e, order, runs, len(starts))
+		}
+	}
+}
+
+func TestPlanBatches(t *testing.T) {
+	const n = 11
+	starts := []int{0, 4, 8}
+	tests := []struct {
+		name      string
+		opts      BatchOptions
+		perRank   int
+		repeats   int // over all ranks
+		unseen    int // samples no rank sees
+		wantError string
+	}{
+		{name: "one rank drop", opts: BatchOptions{BatchSize: 3}, perRank: 3, unseen: 2},
+		{name: "one rank pad", opts: BatchOptions{BatchSize: 3, Remainder: PadRemainder}, perRank: 4, repeats: 1},
+		{name: "two ranks drop", opts: BatchOptions{BatchSize: 2, WorldSize: 2, Shuffle: ShuffleGlobal}, perRank: 2, unseen: 3},
+		{name: "two ranks pad", opts: BatchOptions{BatchSize: 2, WorldSize: 2, Shuffle: ShuffleShards, Remainder: PadRemainder}, perRank: 3, repeats: 1},
+		{name: "three ranks pad", opts: BatchOptions{BatchSize: 4, WorldSize: 3, Remainder: PadRemainder, Shuffle: ShuffleGlobal}, perRank: 1, repeats: 1},
+		{name: "exact fit", opts: BatchOptions{BatchSize: 11, Shuffle: ShuffleGlobal}, perRank: 1},
+		{name: "too few samples to drop", opts: BatchOptions{BatchSize: 4, WorldSize: 3},
+			wantError: "11 samples cannot fill one batch of 4 on each of 3 ranks; use a smaller batch or pad the remainder"},
+		{name: "bad rank", opts: BatchOptions{BatchSize: 1, Rank: 2, WorldSize: 2}, wantError: "rank 2 of world size 2: want 0 <= rank < world size"},
+		{name: "bad batch", opts: BatchOptions{}, wantError: "batch size 0: must be >= 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.wantError != "" {
+				if _, err := PlanBatches(n, starts, tt.opts); err == nil || err.Error() != tt.wantError {
+					t.Fatalf("error %v, want %q", err, tt.wantError)
+				}
+				return
+			}
+			world := max(tt.opts.WorldSize, 1)
+			seen := map[int]int{}
+			repeats := 0
+			var all [][]int
+			for rank := range world {
+				o := tt.opts
+				o.Rank = rank
+				batches, err := PlanBatches(n, starts, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(batches) != tt.perRank {
+					t.Fatalf("rank %d: %d batches, want %d", rank, len(batches), tt.perRank)
+				}
+				for _, b := range batches {
+					if len(b.Indices) != max(o.BatchSize, 1) {
+						t.Fatalf("batch of %d", len(b.Indices))
+					}
+					for _, i := range b.Indices {
+						seen[i]++
+					}
+					repeats += b.Repeats
+					all = append(all, b.Indices)
+				}
+			}
+			if repeats != tt.repeats {
+				t.Fatalf("%d repeats, want %d", repeats, tt.repeats)
+			}
+			if unseen := n - len(seen); unseen != tt.unseen {
+				t.Fatalf("%d samples unseen, want %d", unseen, tt.unseen)
+			}
+			// Dealing is round robin over the epoch's order: concatenating
+			// global batch t = rank t%W's batch t/W gives the order back.
+			order := EpochOrder(n, starts, tt.opts.Shuffle, tt.opts.Seed, tt.opts.Epoch)
+			for t2 := range len(all) {
+				rank, local := t2%world, t2/world
+				b := all[rank*tt.perRank+local]
+				for j, i := range b {
+					if want := order[(t2*len(b)+j)%n]; i != want {
+						t.Fatalf("global batch %d row %d: sample %d, want %d", t2, j, i, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestParseShuffleAndRemainder(t *testing.T) {
+	for _, s := range []Shuffle{ShuffleNone, ShuffleGlobal, ShuffleShards} {
+		if got, err := ParseShuffle(s.String()); err != nil || got != s {
+			t.Errorf("ParseShuffle(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseShuffle("random"); err == nil || err.Error() != `shuffle "random": want none, global or shard` {
+		t.Errorf("ParseShuffle(random): %v", err)
+	}
+	for _, r := range []Remainder{DropRemainder, PadRemainder} {
+		if got, err := ParseRemainder(r.String()); err != nil || got != r {
+			t.Errorf("ParseRemainder(%q) = %v, %v", r, got, err)
+		}
+	}
+	if _, err := ParseRemainder("keep"); err == nil || err.Error() != `remainder "keep": want drop or pad` {
+		t.Errorf("ParseRemainder(keep): %v", err)
+	}
+}
+
+func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
+	for _, spec := range []fixtureSpec{
+		defaultSpec(),
+		{dtype: shard.F32, width: 5, height: 3, maxBoxes: 2, extras: [][]int{{3}}, shardSizes: []int{3, 3, 2}},
+	} {
+		fx := writeFixture(t, spec)
+		r, err := Open(fx.dir, OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := BatchOptions{BatchSize: 3, Seed: 5, Epoch: 2, Rank: 1, WorldSize: 2, Shuffle: ShuffleGlobal, Remainder: PadRemainder, Prefetch: 2, Workers: 2}
+		plan, err := PlanBatches(r.Len(), r.ShardStarts(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := r.Batches(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.Len() != len(plan) {
+			t.Fatalf("Len %d, plan %d", it.Len(), len(plan))
+		}
+		l := fx.layout
+		for n := 0; ; n++ {
+			b, err := it.Next()
+			if err == io.EOF {
+				if n != len(plan) {
+					t.Fatalf("EOF after %d batches, want %d", n, len(plan))
+				}
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Number != n || b.Epoch != 2 || !slices.Equal(b.Indices, plan[n].Indices) || b.Repeats != plan[n].Repeats {
+				t.Fatalf("batch %d: number %d epoch %d indices %v repeats %d; plan %+v", n, b.Number, b.Epoch, b.Indices, b.Repeats, plan[n])
+			}
+			for j, i := range b.Indices {
+				img := int(l.ImageBytes())
+				if !bytes.Equal(b.Images[j*img:(j+1)*img], wantImageBytes(l, i)) {
+					t.Fatalf("batch %d row %d (sample %d): image differs", n, j, i)
+				}
+				s, _ := r.Sample(i)
+				slot := b.Slot(j)
+				if !bytes.Equal(slot.Boxes, s.BoxesRaw()) || !bytes.Equal(slot.Mask, s.MaskRaw()) {
+					t.Fatalf("sample %d: boxes or mask differ", i)
+				}
+				classes := wantClasses(i, l.MaxBoxes)
+				for len(classes) < l.MaxBoxes {
+					classes = append(classes, -1)
+				}
+				if !slices.Equal(slot.ClassIndex, classes) || int(*slot.BoxCount) != len(wantBoxes(i, l.MaxBoxes)) || *slot.Meta != wantMeta(i) {
+					t.Fatalf("sample %d: class %v count %d meta %+v", i, slot.ClassIndex, *slot.BoxCount, *slot.Meta)
+				}
+				if !slices.Equal(slot.Extras, wantExtras(i, l.ExtraF32)) {
+					t.Fatalf("sample %d: extras %v", i, slot.Extras)
+				}
+				// Typed views agree with the closed form.
+				per := l.Channels * l.Height * l.Width
+				for k := range per {
+					var v float32
+					if l.DType == shard.F16 {
+						v = float16.Frombits(b.ImagesF16()[j*per+k]).Float32()
+					} else {
+						v = b.ImagesF32()[j*per+k]
+					}
+					if v != wantImageValue(i, k) {
+						t.Fatalf("sample %d element %d: %v, want %v", i, k, v, wantImageValue(i, k))
+					}
+				}
+				boxes := b.BoxesF32()[j*l.MaxBoxes*4:]
+				for bi, box := range wantBoxes(i, l.MaxBoxes) {
+					if [4]float32(boxes[bi*4:bi*4+4]) != box {
+						t.Fatalf("BoxesF32 sample %d box %d: %v, want %v", i, bi, boxes[bi*4:bi*4+4], box)
+					}
+				}
+				if m := b.MaskF32()[j*l.MaxBoxes:]; l.MaxBoxes > 0 && (m[0] == 1) != (len(wantBoxes(i, l.MaxBoxes)) > 0) {
+					t.Fatalf("MaskF32 sample %d: %v", i, m[:l.MaxBoxes])
+				}
+			}
+		}
+		if _, err := it.Next(); err != io.EOF {
+			t.Fatalf("Next after EOF: %v", err)
+		}
+		it.Close()
+		r.Close()
+	}
+}
+
+// failingSource fails at one index and counts concurrent fills.
+type failingSource struct {
+	n, failAt int
+	layout    shard.Layout
+	calls     atomic.Int64
+	delay     time.Duration
+}
+
+func (f *failingSource) Len() int             { return f.n }
+func (f *failingSource) Layout() shard.Layout { return f.layout }
+func (f *failingSource) ShardStarts() []int   { return []int{0} }
+func (f *failingSource) ReadSampleInto(i int, dst SampleSlot) error {
+	f.calls.Add(1)
+	time.Sleep(f.delay)
+	if i == f.failAt {
+		return fmt.Errorf("sample %d: disk on fire", i)
+	}
+	dst.Image[0] = byte(i)
+	return nil
+}
+
+func TestBatchIteratorErrorsAndCancel(t *testing.T) {
+	l := shard.Layout{DType: shard.F16, Width: 1, Height: 1, Channels: 1, MaxBoxes: 1}
+	src := &failingSource{n: 20, failAt: 9, layout: l}
+	it, err := NewBatchIterator(context.Background(), src, BatchOptions{BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for {
+		b, err := it.Next()
+		if err != nil {
+			if err.Error() != "sample 9: disk on fire" {
+				t.Fatalf("error %v", err)
+			}
+			break
+		}
+		got = append(got, int(b.Images[0]), int(b.Images[2]))
+	}
+	if !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("rows before the failure: %v", got)
+	}
+	if _, err := it.Next(); err == nil || err.Error() != "sample 9: disk on fire" {
+		t.Fatalf("error is not sticky: %v", err)
+	}
+	it.Close()
+
+	// Prefetch is bounded: a consumer that stops leaves at most
+	// (Prefetch+1) batches filled.
+	slow := &failingSource{n: 1000, failAt: -1, layout: l}
+	it, err = NewBatchIterator(context.Background(), slow, BatchOptions{BatchSize: 10, Prefetch: 2, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := it.Next(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if calls := slow.calls.Load(); calls > 3*10 {
+		t.Fatalf("%d samples read ahead of a consumer holding one batch; prefetch 2 allows 30", calls)
+	}
+	it.Close()
+
+	// Cancelling the context stops Next.
+	ctx, cancel := context.WithCancel(context.Background())
+	slow2 := &failingSource{n: 1000, failAt: -1, layout: l, delay: time.Millisecond}
+	it, err = NewBatchIterator(ctx, slow2, BatchOptions{BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for {
+		if _, err := it.Next(); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("after cancel: %v", err)
+			}
+			break
+		}
+	}
+	it.Close()
+}
+
+func BenchmarkBatches(b *testing.B) {
+	fx := writeFixture(b, fixtureSpec{dtype: shard.F16, width: 256, height: 256, maxBoxes: 16, shardSizes: []int{32, 32, 32, 32}})
+	for _, mode := range []Shuffle{ShuffleNone, ShuffleShards, ShuffleGlobal} {
+		b.Run(mode.String(), func(b *testing.B) {
+			r, err := Open(fx.dir, OpenOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			opts := BatchOptions{BatchSize: 16, Shuffle: mode}
+			b.SetBytes(int64(r.Len()/16*16) * r.Layout().ImageBytes())
+			for n := 0; b.Loop(); n++ {
+				opts.Epoch = n
+				it, err := r.Batches(context.Background(), opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := it.Next(); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+				}
+				it.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package warehouse
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/x448/float16"
+
+	"warehouse-etl/shard"
+	"warehouse-etl/validate"
+)
+
+// fixture is a warehouse written by the test straight through shard.Writer
+// (no pipeline), with every value a closed-form function of the sample
+// index, so expectations are computed here independently of the reader.
+type fixture struct {
+	root   string // output root holding latest -> name
+	dir    string // the version directory
+	m      *Manifest
+	layout shard.Layout
+}
+
+type fixtureSpec struct {
+	dtype      shard.DType
+	width      int
+	height     int
+	maxBoxes   int
+	extras     [][]int // shapes of the extras
+	shardSizes []int   // samples per shard, in order
+}
+
+func defaultSpec() fixtureSpec {
+	return fixtureSpec{dtype: shard.F16, width: 6, height: 4, maxBoxes: 3, shardSizes: []int{4, 4, 3}}
+}
+
+// Expected values of sample i. Every value is exactly representable in f16
+// (multiples of 1/128 below 4 in magnitude; box coordinates in sixteenths).
+func wantImageValue(i, k int) float32 { return float32((i*131+k*7)%1024-512) / 128 }
+
+func wantBoxes(i, maxBoxes int) [][4]float32 {
+	out := make([][4]float32, i%(maxBoxes+1))
+	for j := range out {
+		out[j] = [4]float32{float32(j) / 16, float32(i%4) / 8, float32(j+1) / 16, 7.0 / 8}
+	}
+	return out
+}
+
+func wantClasses(i, maxBoxes int) []int32 {
+	out := make([]int32, i%(maxBoxes+1))
+	for j := range out {
+		out[j] = int32((i + j) % 3)
+	}
+	return out
+}
+
+func wantMeta(i int) shard.Meta {
+	return shard.Meta{
+		SourceIndex: uint32(i % 2), FrameID: uint64(1000 + i), InputSeq: uint64(2*i + 1),
+		UnixTimeNs: 1_700_000_000_000_000_000 + int64(i), SimTime: float64(i) * 0.25,
+		SrcWidth: 200, SrcHeight: 150, ResizedWidth: 6, ResizedHeight: 3, PadX: 0, PadY: 1,
+		ScaleX: 0.03, ScaleY: 0.02, BoxesDropped: uint32(i % 2),
+	}
+}
+
+func wantExtras(i, n int) []float32 {
+	out := make([]float32, n)
+	for e := range out {
+		out[e] = float32(i) + float32(e)/4
+	}
+	return out
+}
+
+// wantImageBytes encodes sample i's image in dtype d, little-endian.
+func wantImageBytes(l shard.Layout, i int) []byte {
+	n := l.Channels * l.Height * l.Width
+	d := l.DType.Size()
+	out := make([]byte, n*d)
+	for k := range n {
+		v := wantImageValue(i, k)
+		if l.DType == shard.F16 {
+			binary.LittleEndian.PutUint16(out[2*k:], float16.Fromfloat32(v).Bits())
+		} else {
+			binary.LittleEndian.PutUint32(out[4*k:], math.Float32bits(v))
+		}
+	}
+	return out
+}
+
+func writeFixture(t testing.TB, spec fixtureSpec) *fixture {
+	t.Helper()
+	l := shard.Layout{DType: spec.dtype, Width: spec.width, Height: spec.height, Channels: 3, MaxBoxes: spec.maxBoxes}
+	var extras []Extra
+	for e, shape := range spec.extras {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		extras = append(extras, Extra{Name: fmt.Sprintf("extra%d", e), Shape: shape, SourceDType: "f32", Offset: l.ExtraF32})
+		l.ExtraF32 += n
+	}
+	root := filepath.Join(t.TempDir(), "out")
+	version := sha256.Sum256([]byte(fmt.Sprintf("%+v", spec)))
+	id := ID(version)
+	dir := filepath.Join(root, id.DirName())
+	if err := os.MkdirAll(filepath.Join(dir, "shards"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{
+		FormatVersion: FormatVersion,
+		Version:       id.String(),
+		VersionRecipe: "test=\"fixture\"\n",
+		CodeVersion:   "warehouse-etl/test",
+		DatasetRoot:   "testdata",
+		Source:        SourceInfo{Kind: "capture", Root: "testdata"},
+		Transform: Transform{TargetWidth: l.Width, TargetHeight: l.Height, Channels: 3, ResizeMode: "letterbox",
+			DType: strings.ToLower(l.DType.String()), MaxBoxes: l.MaxBoxes, Decoder: "test"},
+		DefaultDType:        l.DType.String(),
+		DefaultShardVersion: uint32(shard.Version1),
+		Thresholds:          validate.Thresholds{Invalid: validate.Limit{MaxRatio: ptr(0.5), Action: validate.ActionFail}},
+		Classes:             []Class{{Index: 0, Name: "polyp"}, {Index: 1, Name: "instrument"}, {Index: 2, Name: "object"}},
+		Sources:             []SourceEntry{{Index: 0, Name: "run_1"}, {Index: 1, Name: "run_2"}},
+		Extras:              extras,
+		Files:               Files{Samples: SamplesName, Fingerprint: FingerprintName, BuildReport: BuildReportName},
+	}
+	if m.Extras == nil {
+		m.Extras = []Extra{}
+	}
+	next := 0
+	for k, n := range spec.shardSizes {
+		id := fmt.Sprintf("shard-%05d", k)
+		rel := "shards/" + id + ".twh"
+		f, err := os.Create(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := shard.NewWriter(f, l, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			i := next
+			boxes := wantBoxes(i, l.MaxBoxes)
+			if err := w.Append(shard.Sample{Image: wantImageBytes(l, i), Boxes: boxes, ClassIndex: wantClasses(i, l.MaxBoxes),
+				Meta: wantMeta(i), Extras: wantExtras(i, l.ExtraF32)}); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+		res, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m.Shards = append(m.Shards, Shard{ID: id, RelativePath: rel, ShardVersion: 1, FirstSample: int64(next - n), Samples: int64(n),
+			Width: l.Width, Height: l.Height, Channels: 3, MaxBoxes: l.MaxBoxes, DType: l.DType.String(), Endianness: "Little",
+			Bytes: res.Bytes, ChecksumSHA256: fmt.Sprintf("%x", res.SHA256)})
+	}
+	m.Samples = int64(next)
+	m.InputSamples = int64(next + 1)
+	m.SamplesPerShard = spec.shardSizes[0]
+	m.Summary = validate.Summary{Total: validate.Counts{Total: int64(next + 1), NonEmpty: int64(next + 1), Invalid: 1, Kept: int64(next), Skipped: 1}}
+	fx := &fixture{root: root, dir: dir, m: m, layout: l}
+	fx.writeManifest(t)
+	if err := os.Symlink(id.DirName(), filepath.Join(root, LatestName)); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// writeManifest (re)writes fx.m as the version's manifest.json.
+func (fx *fixture) writeManifest(t testing.TB) {
+	t.Helper()
+	raw, err := fx.m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fx.dir, ManifestName), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shardPath is the absolute path of shard k.
+func (fx *fixture) shardPath(k int) string {
+	return filepath.Join(fx.dir, filepath.FromSlash(fx.m.Shards[k].RelativePath))
+}
+
+// patchShard overwrites bytes of shard k at off.
+func (fx *fixture) patchShard(t testing.TB, k int, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(fx.shardPath(k), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipByte inverts every bit of one byte of shard k.
+func (fx *fixture) flipByte(t testing.TB, k int, off int64) {
+	t.Helper()
+	raw, err := os.ReadFile(fx.shardPath(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.patchShard(t, k, off, []byte{^raw[off]})
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package warehouse
+
+// populate is a no-op where MADV_POPULATE_READ does not exist; the copy
+// faults the pages in.
+func populate(b []byte) {}

@@ -1,0 +1,464 @@
+package warehouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"warehouse-etl/shard"
+	"warehouse-etl/validate"
+)
+
+// OpenOptions configure Open. The zero value is what training wants: the
+// recorded thresholds are enforced and nothing is logged.
+type OpenOptions struct {
+	// Logger receives one line per shard load (open, mmap, first touch)
+	// and the warnings of thresholds with action warn. nil discards.
+	Logger *slog.Logger
+	// Thresholds, when not nil, replace the thresholds recorded in the
+	// manifest: a training job may demand stricter limits than the build
+	// enforced.
+	Thresholds *validate.Thresholds
+	// IgnoreThresholds opens the warehouse even when its summary exceeds
+	// a limit with action fail; those findings are logged as warnings.
+	IgnoreThresholds bool
+	// VerifyChecksums re-hashes each shard (sha256) when it is first
+	// mapped and refuses it on a mismatch. It costs one sequential read of
+	// every shard, which also warms the page cache; without it a flipped
+	// data byte is only found by Verify with Full.
+	VerifyChecksums bool
+}
+
+// ThresholdError is Open's refusal of a warehouse whose validation summary
+// exceeds a limit with action fail.
+type ThresholdError struct {
+	Dir      string
+	Findings []validate.Finding
+}
+
+func (e *ThresholdError) Error() string {
+	msg := fmt.Sprintf("%s: refusing a warehouse whose validation summary exceeds its thresholds:", e.Dir)
+	for i, f := range e.Findings {
+		if i > 0 {
+			msg += ";"
+		}
+		msg += " " + f.String()
+	}
+	return msg
+}
+
+// Reader is an open warehouse version: the manifest, checked, and its
+// shards, mapped on first use. It is safe for concurrent use by multiple
+// goroutines, except Close, which must come after every other call has
+// returned and after the last use of any view a Sample handed out.
+type Reader struct {
+	dir      string
+	manifest *Manifest
+	layout   shard.Layout
+	starts   []int // first sample of each shard, then the total
+	shards   []lazyShard
+	log      *slog.Logger
+	checksum bool // OpenOptions.VerifyChecksums
+	opened   time.Time
+	loads    loadRecorder
+	samples  atomic.Int64 // samples handed out by Sample and ReadSampleInto
+}
+
+// lazyShard maps its file on first use. The fast path is one atomic load;
+// the mutex serialises the first open, whose outcome (reader or error) is
+// kept for good.
+type lazyShard struct {
+	entry  *Shard
+	path   string
+	mu     sync.Mutex
+	reader atomic.Pointer[shard.Reader]
+	err    error
+}
+
+// Open opens the warehouse version at path: a version directory, or an
+// output root whose "latest" pointer names one. It checks, before mapping
+// anything, the manifest (format version, schema, consistency, paths), the
+// validation thresholds against the recorded summary, that every shard
+// entry agrees with the manifest's layout, and that every shard file is
+// present, a regular file inside the version directory, and exactly the
+// size the manifest records. Shards are mapped lazily, on the first Sample
+// that needs them, and their headers checked against the manifest then.
+//
+// Errors name the file at fault. A summary that exceeds a limit with
+// action fail gives a *ThresholdError unless opts.IgnoreThresholds.
+func Open(path string, opts OpenOptions) (*Reader, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	dir, err := ResolveDir(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkThresholds(dir, m, opts, log); err != nil {
+		return nil, err
+	}
+	layout, err := manifestLayout(m)
+	if err != nil {
+		return nil, manifestError(dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums, opened: start}
+	r.shards = make([]lazyShard, len(m.Shards))
+	r.starts = make([]int, len(m.Shards)+1)
+	for k := range m.Shards {
+		e := &m.Shards[k]
+		r.shards[k] = lazyShard{entry: e, path: filepath.Join(dir, filepath.FromSlash(e.RelativePath))}
+		if err := statShard(root, r.shards[k].path, e); err != nil {
+			return nil, err
+		}
+		r.starts[k] = int(e.FirstSample)
+	}
+	r.starts[len(m.Shards)] = int(m.Samples)
+	log.Info("warehouse opened", "dir", dir, "version", m.Version, "samples", m.Samples, "shards", len(m.Shards),
+		"dtype", m.DefaultDType, "seconds", time.Since(start).Seconds())
+	return r, nil
+}
+
+// checkThresholds evaluates the recorded (or overriding) thresholds on the
+// recorded summary.
+func checkThresholds(dir string, m *Manifest, opts OpenOptions, log *slog.Logger) error {
+	th := m.Thresholds
+	if opts.Thresholds != nil {
+		th = *opts.Thresholds
+	}
+	var failed []validate.Finding
+	for _, f := range th.Evaluate(m.Summary.Total) {
+		switch {
+		case f.Action == validate.ActionWarn:
+			log.Warn("validation threshold exceeded (warn)", "dir", dir, "finding", f.String())
+		case opts.IgnoreThresholds:
+			log.Warn("validation threshold exceeded (fail), ignored on request", "dir", dir, "finding", f.String())
+		default:
+			failed = append(failed, f)
+		}
+	}
+	if len(failed) > 0 {
+		return &ThresholdError{Dir: dir, Findings: failed}
+	}
+	return nil
+}
+
+// manifestLayout is the per-sample layout every shard of m must have, from
+// the manifest alone, and checks that every shard entry agrees with it,
+// including the file size the layout implies for its sample count.
+func manifestLayout(m *Manifest) (shard.Layout, error) {
+	dtype, err := shard.ParseDType(m.DefaultDType)
+	if err != nil {
+		return shard.Layout{}, fmt.Errorf("default_dtype: %v", err)
+	}
+	l := shard.Layout{DType: dtype, Width: m.Transform.TargetWidth, Height: m.Transform.TargetHeight,
+		Channels: m.Transform.Channels, MaxBoxes: m.Transform.MaxBoxes}
+	// ParseManifest checked that the extras are packed in order with
+	// positive dimensions; bound their size before multiplying further.
+	for i, e := range m.Extras {
+		n := 1
+		for _, d := range e.Shape {
+			n *= min(d, shard.ExtraF32Limit+1)
+			if n > shard.ExtraF32Limit {
+				return shard.Layout{}, fmt.Errorf("extras[%d] (%s): shape %v exceeds %d values", i, e.Name, e.Shape, shard.ExtraF32Limit)
+			}
+		}
+		l.ExtraF32 += n
+	}
+	if err := l.Validate(); err != nil {
+		return shard.Layout{}, fmt.Errorf("transform and extras: %v", err)
+	}
+	for i, e := range m.Shards {
+		switch {
+		case e.Width != l.Width || e.Height != l.Height || e.Channels != l.Channels || e.MaxBoxes != l.MaxBoxes:
+			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): %dx%dx%d max_boxes %d, transform says %dx%dx%d max_boxes %d",
+				i, e.ID, e.Channels, e.Height, e.Width, e.MaxBoxes, l.Channels, l.Height, l.Width, l.MaxBoxes)
+		case shard.Version(e.ShardVersion) < shard.MinSupportedVersion || shard.Version(e.ShardVersion) > shard.MaxSupportedVersion:
+			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): shard_version %d, this build reads %d..%d",
+				i, e.ID, e.ShardVersion, shard.MinSupportedVersion, shard.MaxSupportedVersion)
+		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)):
+			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d",
+				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)))
+		}
+	}
+	return l, nil
+}
+
+// manifestError names the manifest of dir in an ErrManifest error.
+func manifestError(dir string, err error) error {
+	return fmt.Errorf("%s: %w: %v", filepath.Join(dir, ManifestName), ErrManifest, err)
+}
+
+// statShard checks that a shard file exists inside the version directory
+// (root refuses paths and symlinks that leave it), is a regular file and
+// has the size its entry records. path is the name used in errors.
+func statShard(root *os.Root, path string, e *Shard) error {
+	fi, err := root.Stat(e.RelativePath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: missing: the manifest lists shard %s", path, e.ID)
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file", path)
+	case fi.Size() != e.Bytes:
+		return fmt.Errorf("%s: %d bytes, the manifest says %d", path, fi.Size(), e.Bytes)
+	}
+	return nil
+}
+
+// checkShardHeader compares an opened shard with its manifest entry and the
+// warehouse layout.
+func checkShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
+	h := sr.Header()
+	switch {
+	case uint32(h.Version) != e.ShardVersion:
+		return fmt.Errorf("header shard_version %d, manifest says %d", h.Version, e.ShardVersion)
+	case int64(sr.Len()) != e.Samples:
+		return fmt.Errorf("header says %d samples, manifest says %d", sr.Len(), e.Samples)
+	case sr.Layout().DType.String() != e.DType:
+		return fmt.Errorf("header dtype %s, manifest says %s", sr.Layout().DType, e.DType)
+	case sr.Layout() != l:
+		return fmt.Errorf("header layout %+v, manifest implies %+v", sr.Layout(), l)
+	case !sr.HasMeta():
+		return errors.New("no meta section: manifest format 1 shards carry per-sample records")
+	}
+	return nil
+}
+
+// Dir is the version directory.
+func (r *Reader) Dir() string { return r.dir }
+
+// Manifest is the checked manifest. The caller must not modify it.
+func (r *Reader) Manifest() *Manifest { return r.manifest }
+
+// Layout is the per-sample layout of every shard.
+func (r *Reader) Layout() shard.Layout { return r.layout }
+
+// Len is the number of samples.
+func (r *Reader) Len() int { return r.starts[len(r.starts)-1] }
+
+// ShardStarts returns the first sample index of each shard, in order. The
+// caller must not modify it.
+func (r *Reader) ShardStarts() []int { return r.starts[:len(r.starts)-1] }
+
+// locate returns the shard holding sample i and i's index inside it.
+func (r *Reader) locate(i int) (k, local int, err error) {
+	if i < 0 || i >= r.Len() {
+		return 0, 0, fmt.Errorf("%s: sample %d out of range [0, %d)", r.dir, i, r.Len())
+	}
+	k = sort.SearchInts(r.starts, i+1) - 1
+	return k, i - r.starts[k], nil
+}
+
+// Sample returns sample i (0 <= i < Len), mapping its shard if this is
+// the shard's first use. The views it hands out stay valid until Close.
+func (r *Reader) Sample(i int) (Sample, error) {
+	k, local, err := r.locate(i)
+	if err != nil {
+		return Sample{}, err
+	}
+	sr, err := r.shard(k, local)
+	if err != nil {
+		return Sample{}, err
+	}
+	r.samples.Add(1)
+	return Sample{Index: i, Shard: r.shards[k].entry.ID, ShardIndex: local, r: sr}, nil
+}
+
+// shard returns shard k, mapping it on first use; local is the sample that
+// asked, whose pages are touched to measure the first-touch time.
+func (r *Reader) shard(k, local int) (*shard.Reader, error) {
+	s := &r.shards[k]
+	if sr := s.reader.Load(); sr != nil {
+		return sr, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sr := s.reader.Load(); sr != nil {
+		return sr, nil
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	load := ShardLoad{ID: s.entry.ID, Bytes: s.entry.Bytes}
+	if r.checksum {
+		t0 := time.Now()
+		if err := checkFileSHA256(s.path, s.entry.ChecksumSHA256); err != nil {
+			s.err = err
+			return nil, err
+		}
+		load.Checksum = time.Since(t0)
+	}
+	t0 := time.Now()
+	sr, err := shard.Open(s.path)
+	if err == nil {
+		if err = checkShardHeader(sr, s.entry, r.layout); err != nil {
+			sr.Close()
+			err = fmt.Errorf("%s: %w", s.path, err)
+		}
+	}
+	if err != nil {
+		s.err = err
+		return nil, err
+	}
+	t1 := time.Now()
+	touchPages(sr.Image(local))
+	load.Open, load.FirstTouch = t1.Sub(t0), time.Since(t1)
+	r.loads.add(load)
+	r.log.Info("shard loaded", "shard", s.entry.ID, "bytes", load.Bytes, "checksum_ms", float64(load.Checksum)/1e6,
+		"open_mmap_ms", float64(load.Open)/1e6, "first_touch_ms", float64(load.FirstTouch)/1e6)
+	s.reader.Store(sr)
+	return sr, nil
+}
+
+// checkFileSHA256 compares the sha256 of the file at path with want.
+func checkFileSHA256(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	got, err := readerSHA256(context.Background(), f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if got != want {
+		return fmt.Errorf("%s: sha256 %s, the manifest says %s", path, got, want)
+	}
+	return nil
+}
+
+// touchSink keeps touchPages' reads from being optimised away.
+var touchSink atomic.Uint32
+
+// touchPages reads one byte per page of b, faulting the pages in.
+func touchPages(b []byte) {
+	page := os.Getpagesize()
+	var acc byte
+	for off := 0; off < len(b); off += page {
+		acc += b[off]
+	}
+	touchSink.Add(uint32(acc))
+}
+
+// ReadSampleInto copies sample i into one row of a batch: the raw image,
+// boxes and mask bytes exactly as stored, the class indices (-1 for padding
+// slots), the box count, the metadata record and the extras.
+func (r *Reader) ReadSampleInto(i int, dst SampleSlot) error {
+	s, err := r.Sample(i)
+	if err != nil {
+		return err
+	}
+	img := s.Image()
+	populate(img)
+	copy(dst.Image, img)
+	copy(dst.Boxes, s.BoxesRaw())
+	copy(dst.Mask, s.MaskRaw())
+	n := copy(dst.ClassIndex, s.ClassIndex())
+	for j := n; j < len(dst.ClassIndex); j++ {
+		dst.ClassIndex[j] = -1
+	}
+	*dst.BoxCount = int32(n)
+	*dst.Meta = s.Meta()
+	copy(dst.Extras, s.Extras())
+	return nil
+}
+
+// Stats summarises the shard loads and samples read since Open.
+func (r *Reader) Stats() LoadStats {
+	opened, bytes, p50, p99, maxLoad := summarizeLoads(r.loads.snapshot())
+	return LoadStats{
+		ShardsOpened: opened, ShardsTotal: len(r.shards), BytesMapped: bytes,
+		SamplesRead: r.samples.Load(), Elapsed: time.Since(r.opened),
+		LoadP50: p50, LoadP99: p99, LoadMax: maxLoad,
+	}
+}
+
+// ShardLoads lists every shard load so far, in the order they happened.
+func (r *Reader) ShardLoads() []ShardLoad { return r.loads.snapshot() }
+
+// Close unmaps every mapped shard. No Sample view may be used afterwards.
+func (r *Reader) Close() error {
+	var errs []error
+	for k := range r.shards {
+		s := &r.shards[k]
+		s.mu.Lock()
+		if sr := s.reader.Swap(nil); sr != nil {
+			if err := sr.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: unmap: %w", s.path, err))
+			}
+		}
+		s.err = fmt.Errorf("%s: warehouse reader closed", s.path)
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Sample is one sample of an open warehouse. Image, ImageF16, ImageF32,
+// BoxesRaw, MaskRaw and Extras are views into the mapped shard (zero-copy
+// on little-endian hosts): read-only, valid until the Reader is closed.
+// Boxes, Mask, ClassIndex and Meta are small decoded copies.
+type Sample struct {
+	Index      int    // global sample index
+	Shard      string // id of the shard holding it
+	ShardIndex int    // position inside that shard
+	r          *shard.Reader
+}
+
+// DType is the element type of the image, boxes and mask.
+func (s Sample) DType() shard.DType { return s.r.Layout().DType }
+
+// Image is the raw little-endian CHW image tensor in the shard's dtype.
+func (s Sample) Image() []byte { return s.r.Image(s.ShardIndex) }
+
+// ImageF16 is the image as binary16 bit patterns; it panics on an F32
+// warehouse (check DType).
+func (s Sample) ImageF16() []uint16 { return s.r.ImageF16(s.ShardIndex) }
+
+// ImageF32 is the image as float32; it panics on an F16 warehouse (check
+// DType).
+func (s Sample) ImageF32() []float32 { return s.r.ImageF32(s.ShardIndex) }
+
+// BoxesRaw is the raw [max_boxes][4] box rows, padding included.
+func (s Sample) BoxesRaw() []byte { return s.r.BoxesRaw(s.ShardIndex) }
+
+// MaskRaw is the raw [max_boxes] mask.
+func (s Sample) MaskRaw() []byte { return s.r.MaskRaw(s.ShardIndex) }
+
+// BoxCount is the number of real boxes.
+func (s Sample) BoxCount() int { return s.r.BoxCount(s.ShardIndex) }
+
+// Boxes are the real boxes, x0, y0, x1, y1 normalized to [0, 1].
+func (s Sample) Boxes() [][4]float32 { return s.r.Boxes(s.ShardIndex) }
+
+// Mask is the full [max_boxes] mask: 1 for real boxes, then 0.
+func (s Sample) Mask() []float32 { return s.r.Mask(s.ShardIndex) }
+
+// ClassIndex is the class of each real box, indexing Manifest().Classes.
+func (s Sample) ClassIndex() []int32 { return s.r.ClassIndex(s.ShardIndex) }
+
+// Meta is the per-sample record: source, frame, times and letterbox
+// geometry.
+func (s Sample) Meta() shard.Meta { return s.r.Meta(s.ShardIndex) }
+
+// Extras are the sample's f32 extras, laid out as Manifest().Extras says.
+func (s Sample) Extras() []float32 { return s.r.Extras(s.ShardIndex) }
