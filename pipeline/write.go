@@ -138,6 +138,7 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 		if err != nil {
 			return err
 		}
+		sw.background = g
 		defer sw.abort()
 		pending := map[int64]*job{}
 		next := int64(0)
@@ -224,6 +225,11 @@ type shardSink struct {
 	scan     *scanResult
 	out      *writeResult
 	counters *Counters
+
+	// background runs the fsync and close of finished shards, so their
+	// writeback overlaps the transform of the next ones instead of all
+	// landing in publish (whose fsync then finds them clean).
+	background *errgroup.Group
 
 	late    int64 // late failures so far
 	cur     *shard.Writer
@@ -337,14 +343,21 @@ func (s *shardSink) append(j *job, rec *SampleRecord) error {
 
 func (s *shardSink) closeShard() error {
 	res, err := s.cur.Close()
-	if err == nil {
-		err = s.curFile.Close()
-	} else {
-		s.curFile.Close()
-	}
 	if err != nil {
+		s.curFile.Close()
 		return fmt.Errorf("%s: %w", s.curID, err)
 	}
+	f, id := s.curFile, s.curID
+	s.background.Go(func() error {
+		err := f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		return nil
+	})
 	l := s.layout
 	s.out.shards = append(s.out.shards, warehouse.Shard{
 		ID: s.curID, RelativePath: shardDir + "/" + s.curID + ".twh", ShardVersion: uint32(shard.Version1),

@@ -38,6 +38,12 @@ type imageFormat struct {
 	magic        string // '?' matches any byte
 	decode       func(io.Reader) (image.Image, error)
 	decodeConfig func(io.Reader) (image.Config, error)
+	// decodePixels is the Transformer's way to this format's pixels:
+	// decodeStd (through decode) or a faster path into reusable buffers.
+	decodePixels func(t *Transformer, data []byte, hdr imageHeader, g Geometry) (pixels, error)
+	// quickSize, when set, reads the stored size of common headers
+	// without allocating; when it reports !ok, decodeConfig decides.
+	quickSize func(data []byte) (w, h int, ok bool)
 }
 
 // Versions of the dependencies whose code decides output pixels. A test
@@ -53,13 +59,13 @@ const (
 const pixelCodeVersion = "1"
 
 var imageFormats = [...]imageFormat{
-	{"png", "\x89PNG\r\n\x1a\n", png.Decode, png.DecodeConfig},
-	{"jpeg", "\xff\xd8", jpeg.Decode, jpeg.DecodeConfig},
-	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig},
-	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig},
-	{"tiff", "II*\x00", tiff.Decode, tiff.DecodeConfig},
-	{"tiff", "MM\x00*", tiff.Decode, tiff.DecodeConfig},
-	{"webp", "RIFF????WEBPVP8", webp.Decode, webp.DecodeConfig},
+	{"png", "\x89PNG\r\n\x1a\n", png.Decode, png.DecodeConfig, (*Transformer).decodePNG, pngQuickSize},
+	{"jpeg", "\xff\xd8", jpeg.Decode, jpeg.DecodeConfig, (*Transformer).decodeJPEG, jpegQuickSize},
+	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"tiff", "II*\x00", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"tiff", "MM\x00*", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"webp", "RIFF????WEBPVP8", webp.Decode, webp.DecodeConfig, (*Transformer).decodeStd, nil},
 }
 
 // DecoderIdentity names everything besides Spec that decides output pixels:
@@ -77,7 +83,8 @@ func DecoderIdentity() string {
 		" rgb=straight-alpha,ycbcr-int,16bit-high-byte" +
 		" orient=jpeg-exif" +
 		" resample=triangle-antialias-q22" +
-		" normalize=f64-f32-f16rne"
+		" normalize=f64-f32-f16rne" +
+		jpegIdentity
 }
 
 // sniffFormat finds the decoder whose magic matches the start of data.
@@ -123,14 +130,21 @@ func readHeader(data []byte, maxPixels int) (imageHeader, error) {
 	if f == nil {
 		return imageHeader{}, fmt.Errorf("%w: unknown image format", ErrDecode)
 	}
-	cfg, err := callDecoder(f.decodeConfig, data)
-	if err != nil {
-		return imageHeader{}, fmt.Errorf("%w: %s header: %w", ErrDecode, f.name, err)
+	w, ht, ok := 0, 0, false
+	if f.quickSize != nil {
+		w, ht, ok = f.quickSize(data)
 	}
-	if err := checkSourceSize(cfg.Width, cfg.Height, maxPixels); err != nil {
+	if !ok {
+		cfg, err := callDecoder(f.decodeConfig, data)
+		if err != nil {
+			return imageHeader{}, fmt.Errorf("%w: %s header: %w", ErrDecode, f.name, err)
+		}
+		w, ht = cfg.Width, cfg.Height
+	}
+	if err := checkSourceSize(w, ht, maxPixels); err != nil {
 		return imageHeader{}, fmt.Errorf("%w: %s: %w", ErrDecode, f.name, err)
 	}
-	h := imageHeader{format: f, storedW: cfg.Width, storedH: cfg.Height, orientation: 1}
+	h := imageHeader{format: f, storedW: w, storedH: ht, orientation: 1}
 	if f.name == "jpeg" {
 		h.orientation = jpegOrientation(data)
 	}

@@ -164,5 +164,16 @@ func FuzzDecodeConfig(f *testing.F) {
 		if o := jpegOrientation(data); o < 1 || o > 8 {
 			t.Fatalf("orientation %d", o)
 		}
+		// The allocation-free header readers agree with the standard
+		// ones: pngQuickSize exactly; jpegQuickSize (turbojpeg build)
+		// whenever jpeg.DecodeConfig reads the file too.
+		if f := sniffFormat(data); f.quickSize == nil {
+			return
+		} else if qw, qh, ok := f.quickSize(data); ok {
+			cfg, err := callDecoder(f.decodeConfig, data)
+			if (err != nil && f.name == "png") || (err == nil && (cfg.Width != qw || cfg.Height != qh)) {
+				t.Fatalf("quick size %dx%d, %s DecodeConfig %dx%d, %v", qw, qh, f.name, cfg.Width, cfg.Height, err)
+			}
+		}
 	})
 }

@@ -15,10 +15,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/golden and testdata/fuzz seed files")
 
-const (
-	goldenSums = "testdata/golden/outputs.sha256"
-	goldenJPEG = "testdata/golden/orient6-160x120.jpg"
-)
+// goldenJPEG is the committed JPEG input; goldenSums, the file of pinned
+// sums, depends on the build (jpeg_std_test.go, jpeg_turbo_test.go).
+const goldenJPEG = "testdata/golden/orient6-160x120.jpg"
 
 // goldenCase is one input whose output bytes are pinned by sha256.
 type goldenCase struct {
@@ -38,6 +37,7 @@ func goldenCases(t *testing.T) []goldenCase {
 	// PNG is lossless: the decoded pixels do not depend on the encoder's
 	// version, so this input may be generated on the fly.
 	rgba := encodePNG(t, withAlpha(gradientNoiseRGB(200, 150, 13, 25), 200, 150))
+	rgbPNG := encodePNG(t, rgbToRGBA(gradientNoiseRGB(200, 150, 15, 25), 200, 150))
 	return []goldenCase{
 		{"rgb-333x217-letterbox-96x64-f16-pad114", Spec{Width: 96, Height: 64, Mode: Letterbox, Pad: 114, DType: F16},
 			func(tr *Transformer, out []byte) error { _, err := tr.ApplyRGB(raw, 333, 217, 3*333, out); return err }},
@@ -45,18 +45,23 @@ func goldenCases(t *testing.T) []goldenCase {
 			func(tr *Transformer, out []byte) error { _, err := tr.ApplyRGB(small, 64, 48, 3*64, out); return err }},
 		{"png-rgba-200x150-letterbox-64x64-f32-imagenet", imagenet(Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F32}),
 			func(tr *Transformer, out []byte) error { _, err := tr.Apply(rgba, out); return err }},
+		{"png-rgb-200x150-stretch-80x48-f16", Spec{Width: 80, Height: 48, Mode: Stretch, DType: F16},
+			func(tr *Transformer, out []byte) error { _, err := tr.Apply(rgbPNG, out); return err }},
 		// JPEG output depends on the encoder, so the input file is
-		// committed (written once with -update).
-		{"jpeg-orient6-160x120-letterbox-64x64-f16", Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16},
-			func(tr *Transformer, out []byte) error {
-				data, err := os.ReadFile(goldenJPEG)
-				if err != nil {
-					return fmt.Errorf("%w (run go test -run TestGolden -update to create it)", err)
-				}
-				_, err = tr.Apply(data, out)
-				return err
-			}},
+		// committed (written once with -update). Into 64x64 the
+		// turbojpeg build decodes at 1/2 scale, into 128x128 unscaled.
+		{"jpeg-orient6-160x120-letterbox-64x64-f16", Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16}, applyGoldenJPEG},
+		{"jpeg-orient6-160x120-letterbox-128x128-f16", Spec{Width: 128, Height: 128, Mode: Letterbox, DType: F16}, applyGoldenJPEG},
 	}
+}
+
+func applyGoldenJPEG(tr *Transformer, out []byte) error {
+	data, err := os.ReadFile(goldenJPEG)
+	if err != nil {
+		return fmt.Errorf("%w (run go test -run TestGolden -update to create it)", err)
+	}
+	_, err = tr.Apply(data, out)
+	return err
 }
 
 // writeGoldenJPEG writes the JPEG input of the golden test: 160x120 gradient

@@ -25,23 +25,21 @@ const (
 	typeShort      = 3
 )
 
-// jpegOrientation returns the EXIF orientation (1..8) of a JPEG stream: the
-// Orientation tag of IFD0 in the first APP1 segment that starts with
-// "Exif\0\0". Anything missing, out of bounds or out of range gives 1, the
-// identity: a broken tag must not turn a readable image into an error.
+// jpegSegments calls visit with the marker and payload of every segment
+// of a JPEG stream before its first SOS, in order, until visit returns
+// false. It reports false when the stream is not well formed up to there
+// (no SOI, a non-marker byte between segments, a segment running past the
+// end). The orientation and size parsers share it.
 //
 //	segment := 0xFF marker(1) length(2, big-endian, includes itself) payload
-//	APP1    := "Exif\0\0" TIFF
-//	TIFF    := ("II" 42 as u16le | "MM" 42 as u16be) ifd0Offset(u32) ...
-//	IFD     := count(u16) entry(12 bytes) x count nextIFD(u32)
-func jpegOrientation(data []byte) int {
+func jpegSegments(data []byte, visit func(marker byte, payload []byte) bool) bool {
 	if len(data) < 2 || data[0] != 0xFF || data[1] != markerSOI {
-		return 1
+		return false
 	}
 	i := 2
 	for i+1 < len(data) {
 		if data[i] != 0xFF {
-			return 1
+			return false
 		}
 		marker := data[i+1]
 		switch {
@@ -52,22 +50,41 @@ func jpegOrientation(data []byte) int {
 			i += 2
 			continue
 		case marker == markerSOS || marker == markerEOI:
-			return 1
+			return true
 		}
 		if i+4 > len(data) {
-			return 1
+			return false
 		}
 		segLen := int(data[i+2])<<8 | int(data[i+3])
 		if segLen < 2 || i+2+segLen > len(data) {
-			return 1
+			return false
 		}
-		payload := data[i+4 : i+2+segLen]
-		if marker == markerAPP1 && bytes.HasPrefix(payload, []byte(exifHeader)) {
-			return tiffOrientation(payload[len(exifHeader):])
+		if !visit(marker, data[i+4:i+2+segLen]) {
+			return true
 		}
 		i += 2 + segLen
 	}
-	return 1
+	return false
+}
+
+// jpegOrientation returns the EXIF orientation (1..8) of a JPEG stream: the
+// Orientation tag of IFD0 in the first APP1 segment that starts with
+// "Exif\0\0". Anything missing, out of bounds or out of range gives 1, the
+// identity: a broken tag must not turn a readable image into an error.
+//
+//	APP1    := "Exif\0\0" TIFF
+//	TIFF    := ("II" 42 as u16le | "MM" 42 as u16be) ifd0Offset(u32) ...
+//	IFD     := count(u16) entry(12 bytes) x count nextIFD(u32)
+func jpegOrientation(data []byte) int {
+	o := 1
+	jpegSegments(data, func(marker byte, payload []byte) bool {
+		if marker == markerAPP1 && bytes.HasPrefix(payload, []byte(exifHeader)) {
+			o = tiffOrientation(payload[len(exifHeader):])
+			return false
+		}
+		return true
+	})
+	return o
 }
 
 // tiffOrientation reads the Orientation tag from IFD0 of a TIFF structure.

@@ -2,6 +2,8 @@ package transforms
 
 import "slices"
 
+//go:generate go run gen_kernels.go
+
 // Fixed-point format of the resampling weights: each output pixel's weights
 // are non-negative integers summing to exactly weightOne. With 8-bit inputs
 // the accumulator stays below 255*2^22 + 2^21 < 2^31, so int32 suffices.
@@ -19,6 +21,8 @@ type axisWeights struct {
 	taps             int
 	start, count     []int32
 	coeff            []int32
+	first            []int32 // see pad
+	padded           []int32
 
 	// scratch for computing one output's weights
 	num   []int64
@@ -107,19 +111,43 @@ func (a *axisWeights) prepare(srcSize, dstSize int) {
 			}
 		}
 	}
+	a.pad()
 }
 
-// resampleRow resamples one packed RGB row of srcSize pixels into dst
-// (dstSize pixels).
-func (a *axisWeights) resampleRow(dst, src []byte) {
+// pad derives the kernels' form of the weights from start/count/coeff:
+// every output reads exactly taps source samples from first[v], with
+// first[v]+taps <= srcSize, and the weights padded[v*taps:(v+1)*taps], zero
+// where the filter has no support. Zero weights add nothing, so the sums,
+// and the output bytes, are those of the exact support; in exchange the
+// kernels have no per-output tap count and no reads past the source.
+func (a *axisWeights) pad() {
+	a.first = resize(a.first, a.dstSize)
+	a.padded = resize(a.padded, a.dstSize*a.taps)
+	clear(a.padded)
+	for v := range a.dstSize {
+		first := min(int(a.start[v]), a.srcSize-a.taps)
+		a.first[v] = int32(first)
+		shift := int(a.start[v]) - first
+		copy(a.padded[v*a.taps+shift:], a.coeff[v*a.taps:v*a.taps+int(a.count[v])])
+	}
+}
+
+// resampleRow resamples one row of srcSize pixels of bpp bytes each (the
+// first three R, G, B; a fourth, alpha or padding, is skipped) into dst,
+// dstSize packed RGB pixels.
+func (a *axisWeights) resampleRow(dst, src []byte, bpp int) {
 	taps := a.taps
-	for x := range a.dstSize {
-		n := int(a.count[x])
-		w := a.coeff[x*taps : x*taps+n]
-		s := src[3*int(a.start[x]) : 3*(int(a.start[x])+n)]
+	dst = dst[:3*a.dstSize]
+	if k := rowKernel(bpp, taps); k != nil {
+		k(dst, src, a.first, a.padded)
+		return
+	}
+	for x, first := range a.first {
+		w := a.padded[x*taps : (x+1)*taps]
+		s := src[bpp*int(first) : bpp*(int(first)+taps)]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
 		for k, c := range w {
-			p := s[3*k : 3*k+3]
+			p := s[bpp*k : bpp*k+3 : bpp*k+3]
 			r += int32(p[0]) * c
 			g += int32(p[1]) * c
 			b += int32(p[2]) * c
@@ -127,24 +155,33 @@ func (a *axisWeights) resampleRow(dst, src []byte) {
 		// Non-negative weights summing to one keep every result in
 		// 0..255: no clamping needed (a kernel with negative lobes, such
 		// as Lanczos, would need it).
-		d := dst[3*x : 3*x+3]
+		d := dst[3*x : 3*x+3 : 3*x+3]
 		d[0], d[1], d[2] = uint8(r>>weightBits), uint8(g>>weightBits), uint8(b>>weightBits)
 	}
 }
 
 // resampleColumn computes output row v of the vertical pass into dst (one
-// row of len(dst) bytes), reading rows start[v].. of src at the given
-// stride. acc is scratch of len(dst). The loop runs along rows, not down
-// columns, so memory is read sequentially.
+// row of len(dst) bytes), reading rows first[v].. of src at the given
+// stride. acc is scratch of len(dst) for tap counts without an unrolled
+// kernel. The loops run along rows, not down columns, so memory is read
+// sequentially.
 func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride, v int) {
+	src = src[int(a.first[v])*stride:]
+	w := a.padded[v*a.taps : (v+1)*a.taps]
+	if len(w) == 1 {
+		copy(dst, src) // a one-tap filter has the single weight one
+		return
+	}
+	if k := columnKernel(len(w)); k != nil {
+		k(dst, src, stride, w)
+		return
+	}
+	acc = acc[:len(dst)]
 	for i := range acc {
 		acc[i] = weightHalf
 	}
-	n := int(a.count[v])
-	first := int(a.start[v])
-	for k, c := range a.coeff[v*a.taps : v*a.taps+n] {
-		row := src[(first+k)*stride:]
-		row = row[:len(acc)]
+	for k, c := range w {
+		row := src[k*stride : k*stride+len(acc)]
 		for i, p := range row {
 			acc[i] += int32(p) * c
 		}

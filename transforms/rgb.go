@@ -153,6 +153,15 @@ func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
 	}
 	b := m.Bounds()
 	r := m.Rect
+	if xs == 1 && r.Min == (image.Point{}) {
+		// 4:2:0 and 4:2:2 as image/jpeg returns them (origin 0,0): one
+		// chroma sample per pixel pair, see convertYCbCrRow2.
+		for y := range r.Max.Y {
+			c := (y >> ys) * m.CStride
+			convertYCbCrRow2(dst[y*stride:y*stride+3*r.Max.X], m.Y[y*m.YStride:y*m.YStride+r.Max.X], m.Cb[c:], m.Cr[c:])
+		}
+		return true
+	}
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		yi := (y-r.Min.Y)*m.YStride + (b.Min.X - r.Min.X)
 		cBase := ((y>>ys)-(r.Min.Y>>ys))*m.CStride - (r.Min.X >> xs)
@@ -167,6 +176,29 @@ func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
 	return true
 }
 
+// convertYCbCrRow2 converts one row whose chroma is subsampled 2:1
+// horizontally: luma yrow, chroma samples cb and cr from the row's start.
+// It is ycbcrToRGB with the chroma products computed once per pixel pair
+// and everything inlined: the same integers, so the same bytes (tested
+// against color.YCbCrToRGB).
+func convertYCbCrRow2(dst, yrow, cb, cr []byte) {
+	x, ci := 0, 0
+	for ; x+1 < len(yrow); x, ci = x+2, ci+1 {
+		cb1 := int32(cb[ci]) - 128
+		cr1 := int32(cr[ci]) - 128
+		rc := 91881 * cr1
+		gc := -22554*cb1 - 46802*cr1
+		bc := 116130 * cb1
+		y0, y1 := int32(yrow[x])*0x10101, int32(yrow[x+1])*0x10101
+		d := dst[3*x : 3*x+6 : 3*x+6]
+		d[0], d[1], d[2] = clamp8(y0+rc), clamp8(y0+gc), clamp8(y0+bc)
+		d[3], d[4], d[5] = clamp8(y1+rc), clamp8(y1+gc), clamp8(y1+bc)
+	}
+	if x < len(yrow) {
+		dst[3*x], dst[3*x+1], dst[3*x+2] = ycbcrToRGB(yrow[x], cb[ci], cr[ci])
+	}
+}
+
 // ycbcrToRGB is color.YCbCrToRGB, written out so the compiler inlines it into
 // the pixel loop; an exhaustive test keeps the two identical.
 func ycbcrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
@@ -176,6 +208,13 @@ func ycbcrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
 	return clampShift16(yy1 + 91881*cr1),
 		clampShift16(yy1 - 22554*cb1 - 46802*cr1),
 		clampShift16(yy1 + 116130*cb1)
+}
+
+// clamp8 is clampShift16 without a branch (conditional moves): in the
+// pixel loops saturated values are common enough to make a branch
+// mispredict.
+func clamp8(v int32) uint8 {
+	return uint8(min(max(v>>16, 0), 255))
 }
 
 // clampShift16 is v>>16 clamped to 0..255.

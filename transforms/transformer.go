@@ -18,9 +18,13 @@ type Transformer struct {
 	oriented []byte // packed RGB after EXIF orientation (when not identity)
 	inter    []byte // horizontal pass output: NewW x SrcH packed RGB
 	row      []byte // one output row of packed RGB
+	srcRow   []byte // one source row converted from YCbCr
 	acc      []int32
+	png      pngDecoder
+	jpeg     jpegState
 
 	horizontal, vertical axisWeights // cached for the last source/target sizes
+
 }
 
 // NewTransformer validates s and builds the normalization tables.
@@ -56,11 +60,11 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 	if err != nil {
 		return Geometry{}, err
 	}
-	pix, err := t.decodePixels(encoded, hdr)
+	pix, err := t.decodePixels(encoded, hdr, g)
 	if err != nil {
 		return Geometry{}, err
 	}
-	t.resizeNormalize(pix, 3*w, g, out)
+	t.resizeNormalize(pix, g, out)
 	return g, nil
 }
 
@@ -85,7 +89,7 @@ func (t *Transformer) ApplyRGB(pix []byte, w, h, stride int, out []byte) (Geomet
 	if err != nil {
 		return Geometry{}, err
 	}
-	t.resizeNormalize(pix, stride, g, out)
+	t.resizeNormalize(pixels{pix: pix, w: w, h: h, stride: stride, bpp: 3}, g, out)
 	return g, nil
 }
 
@@ -96,13 +100,43 @@ func (t *Transformer) checkOut(out []byte) error {
 	return nil
 }
 
-// decodePixels decodes the image described by hdr into packed RGB in
-// displayed orientation (3 * width bytes per row) and returns it; the slice
-// belongs to t and is valid until the next call.
-func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader) ([]byte, error) {
+// pixels is a decoded image as the resampler reads it: h rows of w pixels,
+// each row starting stride bytes after the previous, a pixel bpp bytes of
+// which the first three are R, G, B (bpp 3: packed RGB; bpp 4: RGBA, the
+// alpha byte is skipped). The rows are in displayed orientation. w and h
+// may be smaller than the source's size when the decoder scaled the image
+// down on the way (libjpeg-turbo's DCT scaling); the resampler then
+// continues from that size.
+//
+// ycc, when set, replaces pix: image/jpeg's 4:2:0 or 4:2:2 YCbCr, converted
+// to RGB one row at a time as the resampler reads it (convertYCbCrRow2),
+// so no full-size RGB copy is written and read back.
+type pixels struct {
+	pix               []byte
+	w, h, stride, bpp int
+	ycc               *image.YCbCr
+}
+
+// packedRGB describes w x h packed RGB rows in pix.
+func packedRGB(pix []byte, w, h int) pixels {
+	return pixels{pix: pix, w: w, h: h, stride: 3 * w, bpp: 3}
+}
+
+// decodePixels decodes the image described by hdr in displayed
+// orientation; g is its planned geometry, which a decoder that scales
+// while decoding uses to choose its scale. The pixels belong to t and are
+// valid until the next call.
+func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	return hdr.format.decodePixels(t, encoded, hdr, g)
+}
+
+// decodeStd decodes through the format's image.Image decoder (the
+// standard library or x/image), converts to packed RGB and applies the
+// EXIF orientation: the general path every format can take.
+func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, _ Geometry) (pixels, error) {
 	img, err := callDecoder(hdr.format.decode, encoded)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s data: %w", ErrDecode, hdr.format.name, err)
+		return pixels{}, fmt.Errorf("%w: %s data: %w", ErrDecode, hdr.format.name, err)
 	}
 	// The decoded image must lie inside the size the header announced: we
 	// checked and sized everything by it. A GIF's first frame may be
@@ -111,8 +145,12 @@ func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader) ([]byte, err
 	canvas := image.Rect(0, 0, hdr.storedW, hdr.storedH)
 	b := img.Bounds()
 	if !b.In(canvas) {
-		return nil, fmt.Errorf("%w: %s: decoded bounds %v outside header size %dx%d",
+		return pixels{}, fmt.Errorf("%w: %s: decoded bounds %v outside header size %dx%d",
 			ErrDecode, hdr.format.name, b, hdr.storedW, hdr.storedH)
+	}
+	if m, ok := img.(*image.YCbCr); ok && b == canvas && hdr.orientation == 1 &&
+		(m.SubsampleRatio == image.YCbCrSubsampleRatio420 || m.SubsampleRatio == image.YCbCrSubsampleRatio422) {
+		return pixels{w: hdr.storedW, h: hdr.storedH, bpp: 3, ycc: m}, nil
 	}
 	n := 3 * hdr.storedW * hdr.storedH
 	t.decoded = resize(t.decoded, n)
@@ -120,52 +158,90 @@ func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader) ([]byte, err
 		clear(t.decoded)
 	}
 	convertToRGB(t.decoded, hdr.storedW, img)
-	if hdr.orientation == 1 {
-		return t.decoded, nil
-	}
-	t.oriented = resize(t.oriented, n)
-	orient(t.oriented, t.decoded, hdr.storedW, hdr.storedH, hdr.orientation)
-	return t.oriented, nil
+	return t.orientRGB(t.decoded, hdr.storedW, hdr.storedH, hdr.orientation), nil
 }
 
-// resizeNormalize resamples src (g.SrcW x g.SrcH packed RGB at the given row
-// stride) to g.NewW x g.NewH and writes it normalized into the image
-// rectangle of out, and the pad value around it. Passes whose axis keeps its
-// size are skipped, so an unscaled image is copied exactly. The horizontal
-// pass runs first, into an 8-bit intermediate (as Pillow and imaging do).
-func (t *Transformer) resizeNormalize(src []byte, stride int, g Geometry, out []byte) {
+// orientRGB applies EXIF orientation o to w x h packed RGB pixels (stored
+// orientation), returning pix itself for the identity.
+func (t *Transformer) orientRGB(pix []byte, w, h, o int) pixels {
+	if o == 1 {
+		return packedRGB(pix, w, h)
+	}
+	t.oriented = resize(t.oriented, 3*w*h)
+	dw, dh := orient(t.oriented, pix, w, h, o)
+	return packedRGB(t.oriented, dw, dh)
+}
+
+// resizeNormalize resamples src to g.NewW x g.NewH and writes it
+// normalized into the image rectangle of out, and the pad value around it.
+// Passes whose axis keeps its size are skipped, so an unscaled image is
+// copied exactly. The horizontal pass runs first, into an 8-bit
+// intermediate of packed RGB (as Pillow and imaging do); it reads 4-byte
+// pixels as they come from the decoder, so RGBA is never repacked to RGB
+// first.
+func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) {
 	t.norm.fillPadding(out, g)
 	rowLen := 3 * g.NewW
 	t.row = resize(t.row, rowLen)
-	scaleX, scaleY := g.NewW != g.SrcW, g.NewH != g.SrcH
-
+	scaleX, scaleY := g.NewW != src.w, g.NewH != src.h
 	if scaleX {
-		t.horizontal.prepare(g.SrcW, g.NewW)
-		if !scaleY {
-			for y := range g.SrcH {
-				t.horizontal.resampleRow(t.row, src[y*stride:])
-				t.norm.writeRow(out, g.PadY+y, g.PadX, t.row)
-			}
-			return
-		}
-		t.inter = resize(t.inter, rowLen*g.SrcH)
-		for y := range g.SrcH {
-			t.horizontal.resampleRow(t.inter[y*rowLen:(y+1)*rowLen], src[y*stride:])
-		}
-		src, stride = t.inter, rowLen
+		t.horizontal.prepare(src.w, g.NewW)
 	}
 
-	if scaleY {
-		t.vertical.prepare(g.SrcH, g.NewH)
-		t.acc = resize(t.acc, rowLen)
-		for y := range g.NewH {
-			t.vertical.resampleColumn(t.row, t.acc, src, stride, y)
-			t.norm.writeRow(out, g.PadY+y, g.PadX, t.row)
+	if !scaleY {
+		for y := range src.h {
+			t.norm.writeRow(out, g.PadY+y, g.PadX, t.horizontalRow(t.row, src, y, scaleX))
 		}
 		return
 	}
 
-	for y := range g.NewH {
-		t.norm.writeRow(out, g.PadY+y, g.PadX, src[y*stride:y*stride+rowLen])
+	pix, stride := src.pix, src.stride
+	if scaleX || src.bpp != 3 || src.ycc != nil {
+		t.inter = resize(t.inter, rowLen*src.h)
+		for y := range src.h {
+			t.horizontalRow(t.inter[y*rowLen:(y+1)*rowLen], src, y, scaleX)
+		}
+		pix, stride = t.inter, rowLen
 	}
+	t.vertical.prepare(src.h, g.NewH)
+	t.acc = resize(t.acc, rowLen)
+	for y := range g.NewH {
+		t.vertical.resampleColumn(t.row, t.acc, pix, stride, y)
+		t.norm.writeRow(out, g.PadY+y, g.PadX, t.row)
+	}
+}
+
+// horizontalRow returns source row y as packed RGB of the new width:
+// resampled into dst when scaleX, else the source bytes themselves
+// (packed RGB) or their R, G, B repacked or converted into dst.
+func (t *Transformer) horizontalRow(dst []byte, src pixels, y int, scaleX bool) []byte {
+	if m := src.ycc; m != nil {
+		// Chroma row: y/2 for 4:2:0, y for 4:2:2.
+		c := y * m.CStride
+		if m.SubsampleRatio == image.YCbCrSubsampleRatio420 {
+			c = (y >> 1) * m.CStride
+		}
+		luma := m.Y[y*m.YStride : y*m.YStride+src.w]
+		if !scaleX {
+			convertYCbCrRow2(dst, luma, m.Cb[c:], m.Cr[c:])
+			return dst
+		}
+		t.srcRow = resize(t.srcRow, 3*src.w)
+		convertYCbCrRow2(t.srcRow, luma, m.Cb[c:], m.Cr[c:])
+		t.horizontal.resampleRow(dst, t.srcRow, 3)
+		return dst
+	}
+	row := src.pix[y*src.stride:]
+	switch {
+	case scaleX:
+		t.horizontal.resampleRow(dst, row, src.bpp)
+		return dst
+	case src.bpp == 3:
+		return row[:len(dst)]
+	}
+	row = row[:4*src.w]
+	for i, j := 0, 0; i < len(dst); i, j = i+3, j+4 {
+		dst[i], dst[i+1], dst[i+2] = row[j], row[j+1], row[j+2]
+	}
+	return dst
 }

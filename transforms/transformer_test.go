@@ -215,6 +215,9 @@ type encodedInput struct {
 	data []byte
 	w, h int
 	rgb  []byte // expected straight RGB; nil when only decodability is checked
+	// tolerance is the largest difference per channel from rgb: 0 except
+	// for JPEG in the turbojpeg build (jpegFormatTolerance).
+	tolerance int
 }
 
 // straightPixels is the reference RGB of an image: the standard library's
@@ -275,23 +278,24 @@ func formatInputs(t testing.TB) []encodedInput {
 	}
 
 	return []encodedInput{
-		{"png-rgba", encodePNG(t, alpha), w, h, straightPixels(alpha)},
-		{"png-rgb", encodePNG(t, rgbToRGBA(rgb, w, h)), w, h, rgb},
-		{"png-gray", encodePNG(t, gray), w, h, straightPixels(gray)},
-		{"png-rgba16", encodePNG(t, deep), w, h, straightPixels(deep)},
-		{"png-paletted", encodePNG(t, pal), w, h, straightPixels(pal)},
-		{"jpeg", jpg, w, h, straightPixels(decodedJPEG)},
-		{"gif", encodeGIF(t, pal), w, h, straightPixels(pal)},
-		{"gif-partial-frame", partial.Bytes(), 8, 6, partialRGB},
-		{"bmp", encodeBMP(t, rgbToRGBA(rgb, w, h)), w, h, rgb},
-		{"tiff-nrgba", encodeTIFF(t, alpha), w, h, straightPixels(alpha)},
-		{"tiff-premultiplied", encodeTIFF(t, premultiplied), w, h, straightPixels(premultiplied)},
-		{"webp-lossless", encodeWebPLossless(t, twoLevel), w, h, straightPixels(twoLevel)},
+		{"png-rgba", encodePNG(t, alpha), w, h, straightPixels(alpha), 0},
+		{"png-rgb", encodePNG(t, rgbToRGBA(rgb, w, h)), w, h, rgb, 0},
+		{"png-gray", encodePNG(t, gray), w, h, straightPixels(gray), 0},
+		{"png-rgba16", encodePNG(t, deep), w, h, straightPixels(deep), 0},
+		{"png-paletted", encodePNG(t, pal), w, h, straightPixels(pal), 0},
+		{"jpeg", jpg, w, h, straightPixels(decodedJPEG), jpegFormatTolerance},
+		{"gif", encodeGIF(t, pal), w, h, straightPixels(pal), 0},
+		{"gif-partial-frame", partial.Bytes(), 8, 6, partialRGB, 0},
+		{"bmp", encodeBMP(t, rgbToRGBA(rgb, w, h)), w, h, rgb, 0},
+		{"tiff-nrgba", encodeTIFF(t, alpha), w, h, straightPixels(alpha), 0},
+		{"tiff-premultiplied", encodeTIFF(t, premultiplied), w, h, straightPixels(premultiplied), 0},
+		{"webp-lossless", encodeWebPLossless(t, twoLevel), w, h, straightPixels(twoLevel), 0},
 	}
 }
 
 // Every format decodes to exactly the expected pixels (mode None, f32, so
-// the output can be read back to bytes).
+// the output can be read back to bytes); only libjpeg-turbo differs from
+// image/jpeg, by at most its tolerance.
 func TestApplyFormats(t *testing.T) {
 	for _, in := range formatInputs(t) {
 		t.Run(in.name, func(t *testing.T) {
@@ -305,11 +309,10 @@ func TestApplyFormats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := outputRGB(t, out, spec, g); !bytes.Equal(got, in.rgb) {
-				for i := range got {
-					if got[i] != in.rgb[i] {
-						t.Fatalf("first difference at pixel %d channel %d: got %d, want %d", i/3, i%3, got[i], in.rgb[i])
-					}
+			got := outputRGB(t, out, spec, g)
+			for i := range got {
+				if d := int(got[i]) - int(in.rgb[i]); d > in.tolerance || -d > in.tolerance {
+					t.Fatalf("first difference beyond %d at pixel %d channel %d: got %d, want %d", in.tolerance, i/3, i%3, got[i], in.rgb[i])
 				}
 			}
 		})
@@ -369,3 +372,33 @@ func TestDeterminism(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// The row-by-row YCbCr path (pixels.ycc) resamples exactly what converting
+// the whole image first gives, for 4:2:0 and 4:2:2, odd sizes, and every
+// combination of scaled axes.
+func TestYCbCrRowsMatchConverted(t *testing.T) {
+	const w, h = 131, 77
+	for _, ratio := range []image.YCbCrSubsampleRatio{image.YCbCrSubsampleRatio420, image.YCbCrSubsampleRatio422} {
+		m := image.NewYCbCr(image.Rect(0, 0, w, h), ratio)
+		fillRandom(m.Y, 111)
+		fillRandom(m.Cb, 112)
+		fillRandom(m.Cr, 113)
+		rgb := make([]byte, 3*w*h)
+		convertToRGB(rgb, w, m)
+		for _, size := range [][2]int{{40, 30}, {w, 30}, {40, h}, {w, h}, {200, 150}} {
+			spec := Spec{Width: size[0], Height: size[1], Mode: Stretch, DType: F16}
+			g, err := PlanGeometry(spec, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, spec.OutputBytes())
+			mustTransformer(t, spec).resizeNormalize(packedRGB(rgb, w, h), g, want)
+			got := make([]byte, spec.OutputBytes())
+			mustTransformer(t, spec).resizeNormalize(pixels{w: w, h: h, bpp: 3, ycc: m}, g, got)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v to %v: row-by-row YCbCr differs", ratio, size)
+			}
+		}
+	}
+}
+

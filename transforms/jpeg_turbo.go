@@ -1,0 +1,150 @@
+//go:build turbojpeg
+
+package transforms
+
+// JPEG through libjpeg-turbo's TurboJPEG 2.x API (Debian: libturbojpeg0-dev),
+// enabled with `go build -tags turbojpeg`. The library is linked statically,
+// so the libjpeg-turbo that decodes is the one named in DecoderIdentity, not
+// whatever shared library a machine happens to have. A file that imports
+// "C" is left out when cgo is disabled, so `-tags turbojpeg` without cgo
+// fails to build instead of silently falling back to image/jpeg.
+
+/*
+#cgo LDFLAGS: -l:libturbojpeg.a
+#include <turbojpeg.h>
+
+// Flags of every decode; DecoderIdentity names them. ACCURATEDCT: the
+// integer "islow" IDCT, whose SIMD and C versions give identical output
+// (so do the scaled IDCTs and the upsampling/color conversion used here),
+// so pixels do not depend on the CPU. STOPONWARNING: a corrupt or
+// truncated stream is an error, as it is for image/jpeg, not a gray-filled
+// image. LIMITSCANS: refuse progressive files with absurd scan counts.
+enum { decodeFlags = TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS };
+
+static int scaleSupported(int denom) {
+	int n = 0;
+	tjscalingfactor *f = tjGetScalingFactors(&n);
+	for (int i = 0; f != NULL && i < n; i++) {
+		if (f[i].num == 1 && f[i].denom == denom) return 1;
+	}
+	return 0;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// turboJPEGVersion is the libjpeg-turbo release the build links. TurboJPEG
+// 2.x has no version call, so a test compares this constant with
+// `pkg-config --modversion libturbojpeg`: a system upgrade that changes
+// the library must change DecoderIdentity, and with it the warehouse
+// version.
+const turboJPEGVersion = "2.1.5"
+
+// jpegIdentity names the JPEG decoder and its pixel-deciding settings for
+// DecoderIdentity.
+const jpegIdentity = " jpeg=libjpeg-turbo/" + turboJPEGVersion +
+	"(static,islow,fancy-upsampling,stop-on-warning," +
+	"dct-scale=largest-of-1/2,1/4,1/8-with-src>=k*new-both-axes,cmyk=image/jpeg)"
+
+// dctScales are the DCT-domain scale denominators tried, largest first.
+var dctScales = [...]int{8, 4, 2}
+
+// jpegState is the per-Transformer TurboJPEG handle, created on first use
+// and destroyed when the Transformer is collected.
+type jpegState struct {
+	handle C.tjhandle
+	// header receives tjDecompressHeader3's width, height, subsampling
+	// and colorspace; kept here because locals whose address goes to C
+	// are moved to the heap, one allocation per image.
+	header [4]C.int
+}
+
+func init() {
+	for _, d := range dctScales {
+		if C.scaleSupported(C.int(d)) == 0 {
+			panic(fmt.Sprintf("transforms: libjpeg-turbo does not offer scaling factor 1/%d", d))
+		}
+	}
+}
+
+// dctScaleDenom returns the DCT scaling denominator for a stored w x h JPEG
+// that will be resampled to the stored-orientation size nw x nh: the
+// largest k in 8, 4, 2 with w >= k*nw and h >= k*nh, else 1. The scaled
+// image, ceil(w/k) x ceil(h/k), is then at least the new size on both
+// axes, and the antialiased resampler still makes the last step.
+func dctScaleDenom(w, h, nw, nh int) int {
+	for _, k := range dctScales {
+		if w >= k*nw && h >= k*nh {
+			return k
+		}
+	}
+	return 1
+}
+
+// decodeJPEG decodes with libjpeg-turbo into t.decoded, shrinking in the
+// DCT domain when the planned new size allows it, then applies the EXIF
+// orientation. CMYK and YCCK files go to image/jpeg (TurboJPEG cannot turn
+// them into RGB), so they decode as in the pure-Go build.
+func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	if t.jpeg.handle == nil {
+		h := C.tjInitDecompress()
+		if h == nil {
+			return pixels{}, fmt.Errorf("transforms: tjInitDecompress: %s", C.GoString(C.tjGetErrorStr2(nil)))
+		}
+		t.jpeg.handle = h
+		runtime.AddCleanup(t, func(h C.tjhandle) { C.tjDestroy(h) }, h)
+	}
+	h := t.jpeg.handle
+	src := (*C.uchar)(unsafe.Pointer(&data[0]))
+	hd := &t.jpeg.header
+	if C.tjDecompressHeader3(h, src, C.ulong(len(data)), &hd[0], &hd[1], &hd[2], &hd[3]) != 0 {
+		return pixels{}, fmt.Errorf("%w: jpeg header: %s", ErrDecode, C.GoString(C.tjGetErrorStr2(h)))
+	}
+	if int(hd[0]) != hdr.storedW || int(hd[1]) != hdr.storedH {
+		return pixels{}, fmt.Errorf("%w: jpeg: libjpeg-turbo reads %dx%d, the header said %dx%d",
+			ErrDecode, hd[0], hd[1], hdr.storedW, hdr.storedH)
+	}
+	if colorspace := hd[3]; colorspace == C.TJCS_CMYK || colorspace == C.TJCS_YCCK {
+		return t.decodeStd(data, hdr, g)
+	}
+	nw, nh := g.NewW, g.NewH
+	if hdr.orientation >= 5 {
+		nw, nh = nh, nw
+	}
+	k := dctScaleDenom(hdr.storedW, hdr.storedH, nw, nh)
+	sw, sh := (hdr.storedW+k-1)/k, (hdr.storedH+k-1)/k
+	t.decoded = resize(t.decoded, 3*sw*sh)
+	dst := (*C.uchar)(unsafe.Pointer(&t.decoded[0]))
+	if C.tjDecompress2(h, src, C.ulong(len(data)), dst, C.int(sw), C.int(3*sw), C.int(sh), C.TJPF_RGB, C.decodeFlags) != 0 {
+		return pixels{}, fmt.Errorf("%w: jpeg data: %s", ErrDecode, C.GoString(C.tjGetErrorStr2(h)))
+	}
+	return t.orientRGB(t.decoded, sw, sh, hdr.orientation), nil
+}
+
+// jpegQuickSize reads the frame size from the first SOF0, SOF1 or SOF2
+// segment (the ones image/jpeg decodes) without allocating: this build's
+// decoder allocates nothing per image, jpeg.DecodeConfig 13 KiB. It
+// declines (and jpeg.DecodeConfig decides) for anything else: no SOF
+// before SOS, another SOF type, a zero size (DNL), a short segment.
+// decodeJPEG checks the size against libjpeg-turbo's own header parse.
+//
+//	SOFn payload := precision(1) height(2) width(2) components(1) ...
+func jpegQuickSize(data []byte) (w, h int, ok bool) {
+	jpegSegments(data, func(marker byte, payload []byte) bool {
+		if marker < 0xC0 || marker > 0xCF || marker == 0xC4 || marker == 0xC8 || marker == 0xCC {
+			return true // not a frame header (DHT, JPG, DAC)
+		}
+		if marker <= 0xC2 && len(payload) >= 6 && payload[0] == 8 {
+			h = int(payload[1])<<8 | int(payload[2])
+			w = int(payload[3])<<8 | int(payload[4])
+			ok = w > 0 && h > 0
+		}
+		return false
+	})
+	return w, h, ok
+}
