@@ -121,7 +121,7 @@ func TestSampleReaderErrors(t *testing.T) {
 
 const validReport = `{"version":"ab","code_version":"warehouse-etl/1","host":"h","goos":"linux","goarch":"amd64","workers":2,"started_at_ms":5,` +
 	`"input_samples":3,"samples":2,"skipped":1,"skipped_by_reason":{},"shards":1,"bytes_written":10,"samples_per_second":2.5,"mb_per_second":0.5,` +
-	`"phases_seconds":{"scan":0.1,"read":0.2,"transform":0.3,"write":0.4,"publish":0.5,"total":1.5}}`
+	`"phases_seconds":{"scan":0.1,"validate":0.05,"read":0.2,"decode":0.15,"resize":0.1,"normalize":0.05,"write":0.4,"publish":0.5,"total":1.55}}`
 
 func TestDecodeBuildReport(t *testing.T) {
 	r, err := decodeBuildReport([]byte(validReport))
@@ -134,13 +134,13 @@ func TestDecodeBuildReport(t *testing.T) {
 	for _, p := range r.phases(false) {
 		names, secs, clocks = append(names, p.name), append(secs, p.seconds), append(clocks, p.clock)
 	}
-	if strings.Join(names, ",") != "scan,read,transform,write,publish,total" ||
-		!reflect.DeepEqual(secs, []float64{0.1, 0.2, 0.3, 0.4, 0.5, 1.5}) ||
-		strings.Join(clocks, ",") != "wall,worker_sum,worker_sum,wall,wall,wall" {
+	if strings.Join(names, ",") != "scan,validate,read,decode,resize,normalize,write,publish,total" ||
+		!reflect.DeepEqual(secs, []float64{0.1, 0.05, 0.2, 0.15, 0.1, 0.05, 0.4, 0.5, 1.55}) ||
+		strings.Join(clocks, ",") != "wall,wall,worker_sum,worker_sum,worker_sum,worker_sum,wall,wall,wall" {
 		t.Fatalf("phases %v %v %v", names, secs, clocks)
 	}
-	if n := len(r.phases(true)); n != 4 {
-		t.Fatalf("before publish: %d phases, want 4 (no publish, no total)", n)
+	if n := len(r.phases(true)); n != 7 {
+		t.Fatalf("before publish: %d phases, want 7 (no publish, no total)", n)
 	}
 	for _, tc := range []struct{ name, raw, want string }{
 		{"not json", `[]`, "json: cannot unmarshal array into Go value of type analytics.buildReport"},

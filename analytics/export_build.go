@@ -39,8 +39,11 @@ type buildReport struct {
 	MBPerSecond      float64 `json:"mb_per_second"`
 	Phases           struct {
 		Scan      float64 `json:"scan"`
+		Validate  float64 `json:"validate"`
 		Read      float64 `json:"read"`
-		Transform float64 `json:"transform"`
+		Decode    float64 `json:"decode"`
+		Resize    float64 `json:"resize"`
+		Normalize float64 `json:"normalize"`
 		Write     float64 `json:"write"`
 		Publish   float64 `json:"publish"`
 		Total     float64 `json:"total"`
@@ -69,7 +72,7 @@ func decodeBuildReport(raw []byte) (*buildReport, error) {
 		}
 	}
 	p := r.Phases
-	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Read, p.Transform, p.Write, p.Publish, p.Total} {
+	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("a rate or phase time is %v", v)
 		}
@@ -140,8 +143,11 @@ func (r *buildReport) phases(beforePublish bool) []phase {
 	p := r.Phases
 	out := []phase{
 		{"scan", p.Scan, ClockWall},
+		{"validate", p.Validate, ClockWall},
 		{"read", p.Read, ClockWorkerSum},
-		{"transform", p.Transform, ClockWorkerSum},
+		{"decode", p.Decode, ClockWorkerSum},
+		{"resize", p.Resize, ClockWorkerSum},
+		{"normalize", p.Normalize, ClockWorkerSum},
 		{"write", p.Write, ClockWall},
 	}
 	if !beforePublish {

@@ -81,7 +81,7 @@ func TestBuildWritesParquetMatchingItsSources(t *testing.T) {
 	// Exported inside the build: publish and total are not known yet.
 	rows, _ := parquetRows(t, filepath.Join(dir, "build.parquet"))
 	report := readReport(t, dir)
-	checkBuildParquet(t, rows, m, report, []string{"scan", "read", "transform", "write"})
+	checkBuildParquet(t, rows, m, report, []string{"scan", "validate", "read", "decode", "resize", "normalize", "write"})
 }
 
 func checkSamplesParquet(t *testing.T, dir string, m *warehouse.Manifest) {
@@ -279,9 +279,10 @@ func checkBuildParquet(t *testing.T, rows []map[string]any, m *warehouse.Manifes
 	if asFloat(t, row["samples_per_second"], 64) != r.SamplesPerSecond || asFloat(t, row["mb_per_second"], 64) != r.MBPerSecond {
 		t.Errorf("build.parquet rates %v %v, report %v %v", row["samples_per_second"], row["mb_per_second"], r.SamplesPerSecond, r.MBPerSecond)
 	}
-	seconds := map[string]float64{"scan": r.Phases.Scan, "read": r.Phases.Read, "transform": r.Phases.Transform,
+	seconds := map[string]float64{"scan": r.Phases.Scan, "validate": r.Phases.Validate, "read": r.Phases.Read,
+		"decode": r.Phases.Decode, "resize": r.Phases.Resize, "normalize": r.Phases.Normalize,
 		"write": r.Phases.Write, "publish": r.Phases.Publish, "total": r.Phases.Total}
-	clock := map[string]string{"read": "worker_sum", "transform": "worker_sum"}
+	clock := map[string]string{"read": "worker_sum", "decode": "worker_sum", "resize": "worker_sum", "normalize": "worker_sum"}
 	var names []string
 	for _, p := range row["phases"].([]any) {
 		ph := p.(map[string]any)
@@ -336,7 +337,7 @@ func TestExportAgainIsDeterministicAndReplaces(t *testing.T) {
 		}
 	}
 	rows, _ := parquetRows(t, filepath.Join(dir, "build.parquet"))
-	checkBuildParquet(t, rows, m, readReport(t, dir), []string{"scan", "read", "transform", "write", "publish", "total"})
+	checkBuildParquet(t, rows, m, readReport(t, dir), []string{"scan", "validate", "read", "decode", "resize", "normalize", "write", "publish", "total"})
 	if hidden := hiddenFiles(t, dir); len(hidden) != 0 {
 		t.Fatalf("temporary files left: %v", hidden)
 	}

@@ -52,7 +52,7 @@ func FuzzDecodeBuildReport(f *testing.F) {
 			t.Fatalf("negative count accepted: %+v", r)
 		}
 		all, early := r.phases(false), r.phases(true)
-		if len(all) != 6 || !reflect.DeepEqual(all[:4], early) {
+		if len(all) != 9 || !reflect.DeepEqual(all[:7], early) {
 			t.Fatalf("phases %v, before publish %v", all, early)
 		}
 		for _, p := range all {

@@ -142,7 +142,7 @@ func synthWarehouse(tb testing.TB, dir string, n, samplesPerShard int) *warehous
 	m.SamplesPerShard = samplesPerShard
 	report := fmt.Sprintf(`{"version":%q,"code_version":"warehouse-etl/1","host":"synth","goos":"linux","goarch":"amd64","workers":2,`+
 		`"started_at_ms":1699999999000,"input_samples":%d,"samples":%d,"skipped":%d,"skipped_by_reason":{},"shards":%d,"bytes_written":0,`+
-		`"samples_per_second":1000,"mb_per_second":1,"phases_seconds":{"scan":1,"read":2,"transform":3,"write":4,"publish":0.5,"total":5.5}}`,
+		`"samples_per_second":1000,"mb_per_second":1,"phases_seconds":{"scan":1,"validate":0.25,"read":2,"decode":1.5,"resize":1,"normalize":0.5,"write":4,"publish":0.5,"total":5.75}}`,
 		m.Version, n, kept, int64(n)-kept, len(m.Shards))
 	if err := os.WriteFile(filepath.Join(dir, warehouse.BuildReportName), []byte(report), 0o644); err != nil {
 		tb.Fatal(err)

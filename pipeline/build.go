@@ -179,7 +179,10 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if failed, _ := splitFindings(b.thresholds.Evaluate(scan.summary.Result().Total)); len(failed) > 0 {
+	v0 := time.Now()
+	failed, _ := splitFindings(b.thresholds.Evaluate(scan.summary.Result().Total))
+	rep.Phases.Validate += time.Since(v0).Seconds()
+	if len(failed) > 0 {
 		return nil, &ThresholdError{Findings: failed}
 	}
 	written, err := b.writePass(ctx, tmp, scan, rep)

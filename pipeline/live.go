@@ -194,7 +194,7 @@ func (l *Live) ReadSampleInto(i int, dst warehouse.SampleSlot) error {
 	defer l.workers.Put(w)
 
 	j := &job{p: p, image: dst.Image}
-	l.b.transform(w.tr, j, &phaseTimes{})
+	l.b.transform(w.tr, j)
 	s := shard.Sample{Image: dst.Image, Meta: sampleMeta(p), Extras: p.Extras}
 	if j.lateErr != nil {
 		l.failed.Add(1)

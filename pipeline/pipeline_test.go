@@ -248,3 +248,29 @@ func TestRawFramesWithExtras(t *testing.T) {
 		}
 	}
 }
+
+// The build report splits the worker time into read, decode, resize and
+// normalize, and the scan into scan and validate; worker sums are CPU time
+// of the write pass, so with one worker none exceeds it.
+func TestReportPhases(t *testing.T) {
+	cfg := testConfig(t, 4)
+	res, err := Build(context.Background(), Options{Config: cfg, Source: newMemSource(t, 6), Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Report.Phases
+	for name, v := range map[string]float64{
+		"validate": p.Validate, "read": p.Read, "decode": p.Decode, "resize": p.Resize, "normalize": p.Normalize,
+		"write": p.Write, "publish": p.Publish, "total": p.Total,
+	} {
+		if !(v > 0) {
+			t.Errorf("phase %s = %v, want > 0 (%+v)", name, v, p)
+		}
+	}
+	if work := p.Read + p.Decode + p.Resize + p.Normalize; work > p.Write {
+		t.Errorf("one worker spent %v s in read+decode+resize+normalize, more than the %v s write pass", work, p.Write)
+	}
+	if sum := p.Scan + p.Validate + p.Write + p.Publish; sum > p.Total {
+		t.Errorf("scan+validate+write+publish %v s > total %v s", sum, p.Total)
+	}
+}

@@ -70,12 +70,16 @@ type Report struct {
 	Phases           Phases           `json:"phases_seconds"`
 }
 
-// Phases are wall-clock seconds per pipeline phase, except Read and
-// Transform, which are summed over workers (CPU-seconds of that work).
+// Phases are wall-clock seconds per pipeline phase, except Read, Decode,
+// Resize and Normalize, which are summed over workers (CPU-seconds of that
+// work, which may exceed the wall time of Write they happen in).
 type Phases struct {
-	Scan      float64 `json:"scan"`      // list, fingerprint, parse and validate labels, read image headers
+	Scan      float64 `json:"scan"`      // list, fingerprint, parse labels, read image headers (the source's work)
+	Validate  float64 `json:"validate"`  // reason codes, geometry and box plans, summary, thresholds
 	Read      float64 `json:"read"`      // image file reads, summed over workers
-	Transform float64 `json:"transform"` // decode + resize + normalize, summed over workers
+	Decode    float64 `json:"decode"`    // header, decompression, EXIF orientation, summed over workers
+	Resize    float64 `json:"resize"`    // both resampler passes (with image/jpeg's YCbCr->RGB), summed over workers
+	Normalize float64 `json:"normalize"` // lookup-table conversion and padding, summed over workers
 	Write     float64 `json:"write"`     // pass 2 wall time: transform pool and ordered shard writes
 	Publish   float64 `json:"publish"`   // manifest, fsync, rename
 	Total     float64 `json:"total"`

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"warehouse-etl/sources"
 	"warehouse-etl/transforms"
@@ -69,13 +70,17 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	if len(b.cfg.Classes) > 0 {
 		pinned = newPinnedClasses(b.cfg.Classes)
 	}
+	var validating time.Duration
 	err = b.src.Scan(ctx, func(s *sources.Sample) error {
 		if s.Seq != res.inputs {
 			return fmt.Errorf("source %s: sample seq %d, want %d (scan order must be dense)", b.src.Kind(), s.Seq, res.inputs)
 		}
 		res.inputs++
+		v0 := time.Now()
 		p := b.plan(spec, s, pinned, keys)
-		if err := res.summary.Add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept); err != nil {
+		err := res.summary.Add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept)
+		validating += time.Since(v0)
+		if err != nil {
 			return err
 		}
 		if p.Kept {
@@ -102,8 +107,10 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 		res.classes = discoveredClasses(keys)
 	}
 	b.counters.Planned.Store(res.planned)
-	rep.Phases.Scan = b.now().Sub(t0).Seconds()
-	b.log.Info("scan done", "inputs", res.inputs, "planned", res.planned, "seconds", rep.Phases.Scan)
+	rep.Phases.Validate = validating.Seconds()
+	rep.Phases.Scan = max(0, b.now().Sub(t0).Seconds()-rep.Phases.Validate)
+	b.log.Info("scan done", "inputs", res.inputs, "planned", res.planned,
+		"scan_seconds", rep.Phases.Scan, "validate_seconds", rep.Phases.Validate)
 	return res, nil
 }
 

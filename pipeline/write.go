@@ -111,7 +111,7 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 	})
 
 	// Workers: each owns its transformer and scratch buffers.
-	workerStats := make([]phaseTimes, b.workers)
+	workerStats := make([]workerTimes, b.workers)
 	for w := range b.workers {
 		g.Go(func() error {
 			defer senders.Done()
@@ -120,7 +120,8 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 				return err
 			}
 			for j := range jobs {
-				b.transform(tr, j, &workerStats[w])
+				workerStats[w].read += b.transform(tr, j)
+				workerStats[w].steps = tr.Timings()
 				select {
 				case results <- j:
 				case <-ctx.Done():
@@ -177,24 +178,31 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 	}
 	for _, s := range workerStats {
 		rep.Phases.Read += s.read.Seconds()
-		rep.Phases.Transform += s.transform.Seconds()
+		rep.Phases.Decode += s.steps.Decode.Seconds()
+		rep.Phases.Resize += s.steps.Resize.Seconds()
+		rep.Phases.Normalize += s.steps.Normalize.Seconds()
 	}
 	rep.Phases.Write = b.now().Sub(t0).Seconds()
 	return out, nil
 }
 
-type phaseTimes struct{ read, transform time.Duration }
+// workerTimes is one worker's time spent reading images and its
+// Transformer's step times.
+type workerTimes struct {
+	read  time.Duration
+	steps transforms.Timings
+}
 
-// transform reads and transforms one kept sample into j.image. A failure
-// here is a late decode_error for that sample, never a failed build.
-func (b *builder) transform(tr *transforms.Transformer, j *job, st *phaseTimes) {
+// transform reads and transforms one kept sample into j.image and returns
+// the time spent reading. A failure here is a late decode_error for that
+// sample, never a failed build.
+func (b *builder) transform(tr *transforms.Transformer, j *job) (read time.Duration) {
 	t0 := time.Now()
 	im, err := b.src.ReadImage(&j.p.Sample)
-	t1 := time.Now()
-	st.read += t1.Sub(t0)
+	read = time.Since(t0)
 	if err != nil {
 		j.lateErr = err
-		return
+		return read
 	}
 	var g transforms.Geometry
 	if im.Encoded != nil {
@@ -202,17 +210,17 @@ func (b *builder) transform(tr *transforms.Transformer, j *job, st *phaseTimes) 
 	} else {
 		g, err = tr.ApplyRGB(im.Pixels, im.Width, im.Height, im.Stride, j.image)
 	}
-	st.transform += time.Since(t1)
 	if err != nil {
 		j.lateErr = err
-		return
+		return read
 	}
 	if g != j.p.Geometry {
 		j.lateErr = fmt.Errorf("decoded image is %dx%d but its header said %dx%d", g.SrcW, g.SrcH, j.p.Geometry.SrcW, j.p.Geometry.SrcH)
-		return
+		return read
 	}
 	spec := tr.Spec()
 	j.sums = contentSums(j.image, spec.DType, spec.Width, spec.Height, g)
+	return read
 }
 
 const shardDir = "shards"

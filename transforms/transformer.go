@@ -3,6 +3,7 @@ package transforms
 import (
 	"fmt"
 	"image"
+	"time"
 )
 
 // Transformer turns one image at a time into an output tensor. It owns all
@@ -25,7 +26,22 @@ type Transformer struct {
 
 	horizontal, vertical axisWeights // cached for the last source/target sizes
 
+	timings Timings
 }
+
+// Timings is the time a Transformer has spent in each step since it was
+// made, for build reports. Decode is header parsing, decompression and
+// EXIF orientation (zero for ApplyRGB's raw frames); Normalize is the
+// lookup-table conversion into the output tensor and its padding; Resize is
+// the rest of the work: both resampler passes, including the YCbCr to RGB
+// conversion that image/jpeg's output gets row by row on its way into the
+// horizontal pass.
+type Timings struct {
+	Decode, Resize, Normalize time.Duration
+}
+
+// Timings returns the Transformer's cumulative step times.
+func (t *Transformer) Timings() Timings { return t.timings }
 
 // NewTransformer validates s and builds the normalization tables.
 func NewTransformer(s Spec) (*Transformer, error) {
@@ -51,6 +67,8 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 	if err := t.checkOut(out); err != nil {
 		return Geometry{}, err
 	}
+	t0 := time.Now()
+	defer func() { t.timings.Decode += time.Since(t0) }() // resizeNormalize takes its share back out
 	hdr, err := readHeader(encoded, t.maxPixels)
 	if err != nil {
 		return Geometry{}, err
@@ -64,7 +82,8 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 	if err != nil {
 		return Geometry{}, err
 	}
-	t.resizeNormalize(pix, g, out)
+	spent := t.resizeNormalize(pix, g, out)
+	t.timings.Decode -= spent
 	return g, nil
 }
 
@@ -179,8 +198,29 @@ func (t *Transformer) orientRGB(pix []byte, w, h, o int) pixels {
 // intermediate of packed RGB (as Pillow and imaging do); it reads 4-byte
 // pixels as they come from the decoder, so RGBA is never repacked to RGB
 // first.
-func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) {
+//
+// It adds its time to t.timings (Normalize: the normalizer's calls, Resize:
+// the rest) and returns the total.
+func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) time.Duration {
+	start := time.Now()
+	norm := t.resample(src, g, out)
+	total := time.Since(start)
+	t.timings.Normalize += norm
+	t.timings.Resize += total - norm
+	return total
+}
+
+// resample is resizeNormalize's work; it returns the time spent in the
+// normalizer.
+func (t *Transformer) resample(src pixels, g Geometry, out []byte) (norm time.Duration) {
+	start := time.Now()
 	t.norm.fillPadding(out, g)
+	norm = time.Since(start)
+	writeRow := func(y int, row []byte) {
+		t0 := time.Now()
+		t.norm.writeRow(out, g.PadY+y, g.PadX, row)
+		norm += time.Since(t0)
+	}
 	rowLen := 3 * g.NewW
 	t.row = resize(t.row, rowLen)
 	scaleX, scaleY := g.NewW != src.w, g.NewH != src.h
@@ -190,9 +230,9 @@ func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) {
 
 	if !scaleY {
 		for y := range src.h {
-			t.norm.writeRow(out, g.PadY+y, g.PadX, t.horizontalRow(t.row, src, y, scaleX))
+			writeRow(y, t.horizontalRow(t.row, src, y, scaleX))
 		}
-		return
+		return norm
 	}
 
 	pix, stride := src.pix, src.stride
@@ -207,8 +247,9 @@ func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) {
 	t.acc = resize(t.acc, rowLen)
 	for y := range g.NewH {
 		t.vertical.resampleColumn(t.row, t.acc, pix, stride, y)
-		t.norm.writeRow(out, g.PadY+y, g.PadX, t.row)
+		writeRow(y, t.row)
 	}
+	return norm
 }
 
 // horizontalRow returns source row y as packed RGB of the new width:

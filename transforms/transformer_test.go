@@ -402,3 +402,35 @@ func TestYCbCrRowsMatchConverted(t *testing.T) {
 	}
 }
 
+// Timings accumulate per step: Apply decodes, resizes and normalizes;
+// ApplyRGB has nothing to decode; a failed header adds only decode time.
+func TestTimingsAccumulate(t *testing.T) {
+	spec := Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16}
+	tr := mustTransformer(t, spec)
+	out := make([]byte, spec.OutputBytes())
+	if got := tr.Timings(); got != (Timings{}) {
+		t.Fatalf("new Transformer has timings %+v", got)
+	}
+	src := gradientNoiseRGB(200, 120, 3, 10)
+	if _, err := tr.ApplyRGB(src, 200, 120, 600, out); err != nil {
+		t.Fatal(err)
+	}
+	raw := tr.Timings()
+	if raw.Decode != 0 || raw.Resize <= 0 || raw.Normalize <= 0 {
+		t.Fatalf("after ApplyRGB: %+v, want no decode time and some resize and normalize time", raw)
+	}
+	if _, err := tr.Apply(encodePNG(t, rgbToRGBA(src, 200, 120)), out); err != nil {
+		t.Fatal(err)
+	}
+	enc := tr.Timings()
+	if enc.Decode <= 0 || enc.Resize <= raw.Resize || enc.Normalize <= raw.Normalize {
+		t.Fatalf("after Apply: %+v (before %+v), want every step to grow", enc, raw)
+	}
+	if _, err := tr.Apply([]byte("not an image"), out); err == nil {
+		t.Fatal("Apply of garbage succeeded")
+	}
+	bad := tr.Timings()
+	if bad.Resize != enc.Resize || bad.Normalize != enc.Normalize || bad.Decode < enc.Decode {
+		t.Fatalf("after a failed Apply: %+v (before %+v), want only decode time to change", bad, enc)
+	}
+}

@@ -93,8 +93,11 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 	fmt.Fprintf(w, "  samples   %d kept of %d (empty %d, invalid %d, missing %d)\n", t.Kept, t.Total, t.Empty, t.Invalid, t.MissingImage+t.MissingFile)
 	fmt.Fprintf(w, "  shards    %d x up to %d samples, %s %dx%d\n", len(m.Shards), m.SamplesPerShard, m.DefaultDType, m.Transform.TargetWidth, m.Transform.TargetHeight)
 	if r := res.Report; r != nil {
-		fmt.Fprintf(w, "  time      %.2fs total (scan %.2fs, transform+write %.2fs, publish %.2fs), %.1f samples/s, %.1f MB/s\n",
-			r.Phases.Total, r.Phases.Scan, r.Phases.Write, r.Phases.Publish, r.SamplesPerSecond, r.MBPerSecond)
+		p := r.Phases
+		fmt.Fprintf(w, "  time      %.2fs total (scan %.2fs, validate %.2fs, transform+write %.2fs, publish %.2fs), %.1f samples/s, %.1f MB/s\n",
+			p.Total, p.Scan, p.Validate, p.Write, p.Publish, r.SamplesPerSecond, r.MBPerSecond)
+		fmt.Fprintf(w, "  workers   %d: read %.2fs, decode %.2fs, resize %.2fs, normalize %.2fs (summed over workers)\n",
+			r.Workers, p.Read, p.Decode, p.Resize, p.Normalize)
 	}
 	if len(t.ByReason) > 0 {
 		fmt.Fprintf(w, "  reasons  ")

@@ -305,7 +305,8 @@ func TestEnginesAnswerDocumentedQueries(t *testing.T) {
 		t.Fatalf("created_at_ms %d, %d not increasing", ma.CreatedAtMs, mb.CreatedAtMs)
 	}
 	phases := map[string][2]any{
-		"scan": {report.Phases.Scan, "wall"}, "read": {report.Phases.Read, "worker_sum"}, "transform": {report.Phases.Transform, "worker_sum"},
+		"scan": {report.Phases.Scan, "wall"}, "validate": {report.Phases.Validate, "wall"}, "read": {report.Phases.Read, "worker_sum"},
+		"decode": {report.Phases.Decode, "worker_sum"}, "resize": {report.Phases.Resize, "worker_sum"}, "normalize": {report.Phases.Normalize, "worker_sum"},
 		"write": {report.Phases.Write, "wall"}, "publish": {report.Phases.Publish, "wall"}, "total": {report.Phases.Total, "wall"},
 	}
 	want := map[string][]row{
