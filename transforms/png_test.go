@@ -478,3 +478,42 @@ func TestPNGFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// The fast PNG path through every resampler pass combination (both axes,
+// one, none, upscale): its tensor equals ApplyRGB of image/png's pixels,
+// for RGB and RGBA and every filter type.
+func TestApplyPNGMatchesStdPixels(t *testing.T) {
+	all := []byte{filterNone, filterSub, filterUp, filterAverage, filterPaeth}
+	for _, bpp := range []int{3, 4} {
+		data := fastPNG(t, 48, 32, bpp, all, 6, 1<<20)
+		want, w, h, err := stdPixels(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range []Spec{
+			{Width: 24, Height: 24, Mode: Letterbox, DType: F16}, // both axes
+			{Width: 48, Height: 20, Mode: Stretch, DType: F32},   // vertical only
+			{Width: 30, Height: 32, Mode: Stretch, DType: F16},   // horizontal only
+			{Width: 48, Height: 32, Mode: None, DType: F32},      // neither
+			{Width: 96, Height: 96, Mode: Letterbox, DType: F16}, // upscale
+		} {
+			name := fmt.Sprintf("bpp%d %s %dx%d", bpp, spec.Mode, spec.Width, spec.Height)
+			tr := mustTransformer(t, spec)
+			got := make([]byte, spec.OutputBytes())
+			if _, err := tr.Apply(data, got); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			exp := make([]byte, spec.OutputBytes())
+			if _, err := mustTransformer(t, spec).ApplyRGB(want, w, h, 3*w, exp); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !bytes.Equal(got, exp) {
+				t.Errorf("%s: Apply of the PNG differs from ApplyRGB of image/png's pixels", name)
+			}
+			// The same Transformer again, its buffers reused.
+			if _, err := tr.Apply(data, got); err != nil || !bytes.Equal(got, exp) {
+				t.Errorf("%s: second Apply differs (err %v)", name, err)
+			}
+		}
+	}
+}

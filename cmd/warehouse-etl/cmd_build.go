@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ func runBuild(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "build", buildSynopsis)
 	configPath := fs.String("config", "", "build config file (JSON with comments)")
 	workers := fs.Int("workers", 0, "worker count; 0 uses the config's workers (0 there = one per CPU)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the build to this file (go tool pprof)")
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -57,6 +60,13 @@ func runBuild(ctx context.Context, env *environment, args []string) error {
 		stop := logProgress(log, counters, 10*time.Second)
 		defer stop()
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return usageError{err}
+		}
+		defer stop()
+	}
 	res, err := pipeline.Build(ctx, pipeline.Options{
 		Config:   cfg,
 		Clear:    clearRequested(env.getenv("WAREHOUSE_CLEAR")),
@@ -74,6 +84,23 @@ func runBuild(ctx context.Context, env *environment, args []string) error {
 	printBuildSummary(env.stderr, res)
 	fmt.Fprintln(env.stdout, res.Dir)
 	return nil
+}
+
+// startCPUProfile profiles the process into path until the returned stop
+// is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // clearRequested reads WAREHOUSE_CLEAR: 1, true, yes (any case) ask for a rebuild.

@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -475,5 +477,33 @@ func TestDemoReasonsAndBoxes(t *testing.T) {
 				t.Fatalf("channel %d padding holds %#04x", c, v)
 			}
 		}
+	}
+}
+
+// build --cpuprofile writes a gzipped pprof profile of the build; a path
+// that cannot be created is a usage error and builds nothing.
+func TestBuildCPUProfile(t *testing.T) {
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	bad := filepath.Join(t.TempDir(), "absent", "cpu.prof")
+	res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--cpuprofile", bad)
+	if res.code != exitUsage || !strings.Contains(res.stderr, "--cpuprofile: open "+bad) {
+		t.Fatalf("unwritable profile: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if dirs := versionDirs(t, outRoot); len(dirs) != 0 {
+		t.Fatalf("a refused build published %v", dirs)
+	}
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	mustBuild(t, cfgPath, nil, "--cpuprofile", prof)
+	f, err := os.Open(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("profile is not gzip (pprof's encoding): %v", err)
+	}
+	if n, err := io.Copy(io.Discard, zr); err != nil || n == 0 {
+		t.Fatalf("profile: %d bytes, %v", n, err)
 	}
 }
