@@ -52,6 +52,8 @@ type Source struct {
 	// Episode sources.
 	Camera            string   `json:"camera"`             // image channel (wshard), camera name (kdb) or camera sensor (roverd); "" = the source's default
 	Extras            []string `json:"extras"`             // channels/fields carried per sample as f32 tensors, e.g. "action/ctrl", "reward", "imu/acc"
+	Boxes             string   `json:"boxes"`              // wshard: label channel of per-step [K,4] pixel boxes; "" = no boxes
+	BoxClasses        string   `json:"box_classes"`        // wshard: channel of per-step [K] class ids for source.boxes
 	ToleranceMs       float64  `json:"tolerance_ms"`       // roverd: max distance in time when joining another sensor's sample to a frame
 	IncludeUnderscore bool     `json:"include_underscore"` // roverd: also read folders whose name starts with "_"
 }
@@ -172,6 +174,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Source.ToleranceMs < 0 || math.IsNaN(c.Source.ToleranceMs) || math.IsInf(c.Source.ToleranceMs, 0) {
 		bad("source.tolerance_ms %v: must be finite and >= 0", c.Source.ToleranceMs)
+	}
+	if c.Source.Kind != "wshard" && (c.Source.Boxes != "" || c.Source.BoxClasses != "") {
+		bad("source.boxes and source.box_classes apply to wshard sources only")
+	}
+	if c.Source.BoxClasses != "" && c.Source.Boxes == "" {
+		bad("source.box_classes needs source.boxes")
 	}
 	for i, e := range c.Source.Extras {
 		if e == "" || slices.Contains(c.Source.Extras[:i], e) {

@@ -28,6 +28,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad kind", `{"source": {"kind": "coco", "root": "x"}}`, `source.kind "coco"`},
 		{"repeated class", `{"source": {"root": "x"}, "classes": ["a", "a"]}`, `classes: "a" is empty or repeated`},
 		{"bad shard size", `{"source": {"root": "x"}, "shard_target_mb": 0}`, `shard_target_mb 0`},
+		{"boxes on capture", `{"source": {"root": "x", "boxes": "label/boxes"}}`, `source.boxes and source.box_classes apply to wshard sources only`},
+		{"classes without boxes", `{"source": {"kind": "wshard", "root": "x", "box_classes": "label/cls"}}`, `source.box_classes needs source.boxes`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,6 +73,10 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("source.extras", strings.Join(c.Source.Extras, ","))
 	r.Set("source.tolerance_ms", c.Source.ToleranceMs)
 	r.Set("source.include_underscore", c.Source.IncludeUnderscore)
+	// Absent without a label channel, so earlier versions keep their ids.
+	if c.Source.Boxes != "" {
+		r.Set("source.boxes", c.Source.Boxes+"|"+c.Source.BoxClasses)
+	}
 	specs := make([]string, len(extras))
 	for i, e := range extras {
 		specs[i] = fmt.Sprintf("%s:%v:%s", e.Name, e.Shape, e.SourceDType)

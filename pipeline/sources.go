@@ -27,7 +27,8 @@ func openSource(cfg *config.Config, log *slog.Logger) (sources.Source, error) {
 	case "kdb":
 		return kdb.New(root, kdb.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, Logger: log})
 	case "wshard":
-		return wshard.New(root, wshard.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, Logger: log})
+		return wshard.New(root, wshard.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras,
+			Boxes: cfg.Source.Boxes, BoxClasses: cfg.Source.BoxClasses, Logger: log})
 	case "roverd":
 		return roverd.New(root, roverd.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, ToleranceMs: cfg.Source.ToleranceMs, IncludeUnderscore: cfg.Source.IncludeUnderscore, Logger: log})
 	default:

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/x448/float16"
 
 	"warehouse-etl/config"
+	"warehouse-etl/sources/wshard"
 	"warehouse-etl/warehouse"
 )
 
@@ -287,5 +290,102 @@ func TestWShardGlobDefaultCamera(t *testing.T) {
 		if want := []float32{float32(r.Frame) * 0.25}; !r.Kept || !slices.Equal(s.Extras(), want) {
 			t.Fatalf("%s#%d: kept %v extras %v, want %v", r.Source, r.Frame, r.Kept, s.Extras(), want)
 		}
+	}
+}
+
+// source.boxes through the CLI: a WShard label channel's pixel boxes land
+// in the shards in target space (letterbox applied), with their class ids
+// in the manifest's class table and masks set; padding rows are not boxes,
+// an all-padding step is empty, a broken box is a reason.
+func TestWShardLabelChannelEndToEnd(t *testing.T) {
+	const T, H, W = 3, 16, 32
+	frames := make([]byte, T*H*W*3)
+	for i := range frames {
+		frames[i] = byte(i * 7)
+	}
+	f32 := func(v ...float32) []byte {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+		}
+		return b
+	}
+	ep := &wshard.EpisodeFile{
+		ID: "boxed", Length: T, TickHz: 10,
+		Channels: []wshard.ChannelData{
+			{ID: "cam", Block: "signal/cam", DType: "u8", Shape: []int{H, W, 3}, Modality: "rgb", Data: frames},
+			{ID: "boxes", Block: "label/boxes", DType: "f32", Shape: []int{2, 4}, Data: f32(
+				4, 2, 12, 10, 16, 0, 32, 16, // step 0: two boxes
+				0, 0, 0, 0, 0, 0, 0, 0, // step 1: padding only
+				8, 8, 4, 12, 0, 0, 0, 0)}, // step 2: x0 >= x1
+			{ID: "cls", Block: "label/cls", DType: "f32", Shape: []int{2}, Data: f32(9, 5, 0, 0, 5, 0)},
+		},
+	}
+	raw, err := ep.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "boxed.wshard"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := writeConfig(t, root, map[string]any{
+		"source":      map[string]any{"kind": "wshard", "root": root, "boxes": "label/boxes", "box_classes": "cls"},
+		"target_size": []int{64, 64},
+		"max_boxes":   4,
+		"thresholds":  map[string]any{"invalid": map[string]any{}, "missing": map[string]any{}, "empty": map[string]any{}},
+	})
+	dir, _ := mustBuild(t, cfgPath, nil)
+	m, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := m.Summary.Total
+	// Empty counts steps without a valid box (the invalid step too), the
+	// empty reason only the all-padding one.
+	if tot.Total != 3 || tot.Kept != 2 || tot.Empty != 2 || tot.Invalid != 1 || tot.NonEmpty != 1 ||
+		tot.ByReason["empty"] != 1 || tot.ByReason["invalid_bbox"] != 1 {
+		t.Fatalf("summary %+v", tot)
+	}
+	classID := map[int32]int64{}
+	for _, c := range m.Classes {
+		if c.ID == nil {
+			t.Fatalf("class %+v has no id", c)
+		}
+		classID[int32(c.Index)] = *c.ID
+	}
+	if len(classID) != 2 {
+		t.Fatalf("classes %+v, want ids 5 and 9", m.Classes)
+	}
+	wr, err := warehouse.Open(dir, warehouse.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Close()
+	if wr.Len() != 2 {
+		t.Fatalf("%d samples, want 2", wr.Len())
+	}
+	s, err := wr.Sample(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 32x16 -> 64x32 (scale 2), padded 16 rows above: y' = 2y + 16, then /64.
+	want := [][4]float32{{8.0 / 64, 20.0 / 64, 24.0 / 64, 36.0 / 64}, {32.0 / 64, 16.0 / 64, 1, 48.0 / 64}}
+	if got := s.Boxes(); s.BoxCount() != 2 || !slices.Equal(got[:2], want) {
+		t.Fatalf("boxes %v (count %d), want %v", got, s.BoxCount(), want)
+	}
+	if mask := s.Mask(); !slices.Equal(mask, []float32{1, 1, 0, 0}) {
+		t.Fatalf("mask %v", mask)
+	}
+	ci := s.ClassIndex()
+	if classID[ci[0]] != 9 || classID[ci[1]] != 5 {
+		t.Fatalf("class indices %v map to ids %d, %d; want 9, 5", ci, classID[ci[0]], classID[ci[1]])
+	}
+	empty, err := wr.Sample(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.BoxCount() != 0 || empty.Meta().FrameID != 1 {
+		t.Fatalf("sample 1: frame %d with %d boxes, want the empty step 1", empty.Meta().FrameID, empty.BoxCount())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"warehouse-etl/sources"
 	"warehouse-etl/sources/wshard/container"
 )
 
@@ -106,6 +107,28 @@ func FuzzEpisode(f *testing.F) {
 			problem(c.Block, err)
 			if err == nil && len(v) != ep.Meta.Length*c.Elements() {
 				t.Fatalf("%s: %d values for %d steps of %v", c.Block, len(v), ep.Meta.Length, c.Shape)
+			}
+		}
+		// Every channel as a label channel: a Problem or per-step boxes
+		// inside the frame, never more than K.
+		for _, c := range ep.Channels {
+			s := &Source{opts: Options{Boxes: c.Block}}
+			pd := &partData{w: 16, h: 16}
+			if err := s.readBoxes(ep, pd); err != nil {
+				problem("boxes "+c.Block, err)
+				continue
+			}
+			for step := range ep.Meta.Length {
+				var smp sources.Sample
+				pd.stepBoxes(&smp, step)
+				if len(smp.Boxes) > pd.boxK {
+					t.Fatalf("%s step %d: %d boxes of %d rows", c.Block, step, len(smp.Boxes), pd.boxK)
+				}
+				for _, b := range smp.Boxes {
+					if !(0 <= b.X0 && b.X0 < b.X1 && b.X1 <= 16 && 0 <= b.Y0 && b.Y0 < b.Y1 && b.Y1 <= 16) {
+						t.Fatalf("%s step %d: box %+v outside the 16x16 frame", c.Block, step, b)
+					}
+				}
 			}
 		}
 		if cam := defaultCamera(ep.Channels); cam != "" {

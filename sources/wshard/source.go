@@ -35,7 +35,20 @@
 // ImagePath the file holding the frame, Locator "<file>#<step in file>".
 // With the ticks timebase SimTime is Frame / tick_hz; with timestamps_ns
 // UnixTimeNs is the step's timestamp and SimTime the seconds since the
-// episode's first one. Episodes carry no boxes.
+// episode's first one.
+//
+// # Boxes
+//
+// Episodes carry no boxes unless Options.Boxes names a label channel of
+// shape [K,4] (x0, y0, x1, y1 in the camera frame's pixels, any numeric
+// dtype; a row of four zeros or four NaNs is padding), optionally with
+// Options.BoxClasses, [K] or [K,1] integer class ids (exact up to 2^24:
+// values pass through float32). Each step's rows are checked as a
+// capture label's bbox_px: invalid_bbox, bbox_out_of_bounds (beyond
+// validate.BoundsTolerancePx; within it, clamped), empty when every row is
+// padding, bad_schema for a class id that is not an integer. A label
+// channel that is not declared is missing_block, one of the wrong shape
+// bad_schema, a class channel whose K differs length_mismatch (every step).
 //
 // # Reasons
 //
@@ -90,6 +103,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -116,6 +130,14 @@ type Options struct {
 	Camera string
 	// Extras are the channels carried per sample as f32 tensors, in order.
 	Extras []string
+	// Boxes, when set, is the label channel (block name or channel id):
+	// per step K boxes x0, y0, x1, y1 in the camera frame's pixels, shape
+	// [K,4], any numeric dtype. A row of four zeros or four NaNs is
+	// padding. Without it episodes carry no boxes.
+	Boxes string
+	// BoxClasses, optional with Boxes, is a channel of shape [K] or [K,1]
+	// holding each box's integer class id.
+	BoxClasses string
 	// Logger receives one warning per episode problem; nil discards.
 	Logger *slog.Logger
 	// Limits bound what the container reader allocates.
@@ -354,6 +376,9 @@ type partData struct {
 	problems []error
 	extras   []float32 // Length x extraN, nil when any extra is unusable
 	ts       []int64   // per-step timestamps, nil with the ticks timebase or when unreadable
+	boxes    []float32 // Length x boxK x 4, nil without a usable label channel
+	classes  []float32 // Length x boxK class ids, nil without a class channel
+	boxK     int
 }
 
 // note records the Problems in err (one, or several joined) on the part;
@@ -409,6 +434,13 @@ func (s *Source) readPart(rel string) (*partData, error) {
 			}
 		}
 		pd.extras = vals
+	}
+	if s.opts.Boxes != "" {
+		if err := s.readBoxes(ep, pd); err != nil {
+			if err := pd.note(err); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if ep.Meta.Timebase.Type == TimebaseTimestampsNs {
 		ts, err := ep.Timestamps()
@@ -468,6 +500,98 @@ func (s *Source) readExtra(ep *Episode, spec sources.ExtraSpec) ([]float32, erro
 		return nil, problemf(validate.ReasonLengthMismatch, ep.Name, "extra %q has shape %v here, %v in the warehouse", spec.Name, c.Shape, spec.Shape)
 	}
 	return ep.Float32s(c)
+}
+
+// maxBoxesPerStep bounds K of a label channel.
+const maxBoxesPerStep = 4096
+
+// readBoxes reads the label channel, and the class channel when
+// configured, into pd. Any problem is returned for every step.
+func (s *Source) readBoxes(ep *Episode, pd *partData) error {
+	c, ok := ep.Channel(s.opts.Boxes)
+	if !ok {
+		return problemf(validate.ReasonMissingBlock, ep.Name, "label channel %q: no channel or block of that name is declared", s.opts.Boxes)
+	}
+	if c.err == nil && (len(c.Shape) != 2 || c.Shape[1] != 4 || c.Shape[0] < 1 || c.Shape[0] > maxBoxesPerStep) {
+		return problemf(validate.ReasonBadSchema, ep.Name, "label channel %q has shape %v, want [K,4] with 1 <= K <= %d", s.opts.Boxes, c.Shape, maxBoxesPerStep)
+	}
+	boxes, err := ep.Float32s(c)
+	if err != nil {
+		return err
+	}
+	k := c.Shape[0]
+	var classes []float32
+	if s.opts.BoxClasses != "" {
+		cc, ok := ep.Channel(s.opts.BoxClasses)
+		if !ok {
+			return problemf(validate.ReasonMissingBlock, ep.Name, "box class channel %q: no channel or block of that name is declared", s.opts.BoxClasses)
+		}
+		if cc.err == nil && !slices.Equal(cc.Shape, []int{k}) && !slices.Equal(cc.Shape, []int{k, 1}) {
+			return problemf(validate.ReasonLengthMismatch, ep.Name, "box class channel %q has shape %v, want [%d] or [%d,1] like the label channel", s.opts.BoxClasses, cc.Shape, k, k)
+		}
+		if classes, err = ep.Float32s(cc); err != nil {
+			return err
+		}
+	}
+	pd.boxes, pd.classes, pd.boxK = boxes, classes, k
+	return nil
+}
+
+// stepBoxes checks step t's boxes like a capture label's bbox_px: valid
+// ones go to smp.Boxes (clamped to the frame), each problem is a reason.
+// A step whose rows are all padding is empty.
+func (pd *partData) stepBoxes(smp *sources.Sample, t int) {
+	rows := pd.boxes[t*pd.boxK*4 : (t+1)*pd.boxK*4]
+	n := 0
+	for i := range pd.boxK {
+		r := rows[i*4 : i*4+4]
+		if isPadding(r) {
+			continue
+		}
+		n++
+		b := [4]float64{float64(r[0]), float64(r[1]), float64(r[2]), float64(r[3])}
+		var class sources.ClassKey
+		if pd.classes != nil {
+			v := float64(pd.classes[t*pd.boxK+i])
+			if v != math.Trunc(v) || math.IsInf(v, 0) {
+				smp.Reasons = append(smp.Reasons, validate.ReasonBadSchema)
+				continue
+			}
+			class = sources.ClassKey{ID: int64(v), HasID: true}
+		}
+		var px [4]float64
+		var reason validate.Reason
+		if pd.w > 0 {
+			px, reason = validate.CheckPx(b, pd.w, pd.h)
+		} else {
+			reason = validate.CheckOrder(b)
+		}
+		if reason != "" {
+			smp.Reasons = append(smp.Reasons, reason)
+			continue
+		}
+		smp.ValidBoxes++
+		if pd.w > 0 {
+			smp.Boxes = append(smp.Boxes, sources.Box{X0: px[0], Y0: px[1], X1: px[2], Y1: px[3], Class: class})
+		}
+	}
+	if n == 0 {
+		smp.Reasons = append(smp.Reasons, validate.ReasonEmpty)
+	}
+}
+
+// isPadding reports a label row of four zeros or four NaNs.
+func isPadding(r []float32) bool {
+	zeros, nans := 0, 0
+	for _, v := range r {
+		switch {
+		case v == 0:
+			zeros++
+		case v != v:
+			nans++
+		}
+	}
+	return zeros == 4 || nans == 4
 }
 
 // episodeScan turns one episode plan into samples.
@@ -717,6 +841,9 @@ func (es *episodeScan) emit(pd *partData, start int64, all, first []validate.Rea
 		if pd.extras != nil {
 			n := es.s.extraN
 			smp.Extras = pd.extras[t*n : (t+1)*n : (t+1)*n]
+		}
+		if pd.boxes != nil {
+			pd.stepBoxes(smp, t)
 		}
 		if err := es.em.push(smp); err != nil {
 			return err
