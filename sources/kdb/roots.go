@@ -48,23 +48,12 @@ func listFiles(root string) (base string, rels []string, err error) {
 		base = root
 	case statErr == nil:
 		return "", nil, fmt.Errorf("kdb: %s is neither a file nor a directory", root)
-	case !hasMeta(root):
+	case !sources.HasGlobMeta(root):
 		return "", nil, fmt.Errorf("kdb: dataset root: %w", statErr)
 	default:
-		matches, err := filepath.Glob(root)
+		base, rels, err = sources.GlobFiles(root)
 		if err != nil {
 			return "", nil, fmt.Errorf("kdb: dataset root %q: %w", root, err)
-		}
-		base = globBase(root)
-		for _, m := range matches {
-			if st, err := os.Stat(m); err != nil || !st.Mode().IsRegular() {
-				continue
-			}
-			rel, err := filepath.Rel(base, m)
-			if err != nil {
-				return "", nil, err
-			}
-			rels = append(rels, filepath.ToSlash(rel))
 		}
 		if len(rels) == 0 {
 			return "", nil, fmt.Errorf("kdb: %s matches no files", root)
@@ -72,16 +61,4 @@ func listFiles(root string) (base string, rels []string, err error) {
 	}
 	slices.SortFunc(rels, sources.NaturalCompare)
 	return base, rels, nil
-}
-
-func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[\`) }
-
-// globBase is the longest leading directory of a pattern without
-// metacharacters: "data/run*/ep_?.kdb" -> "data".
-func globBase(pattern string) string {
-	dir := filepath.Dir(pattern)
-	for hasMeta(dir) {
-		dir = filepath.Dir(dir)
-	}
-	return dir
 }

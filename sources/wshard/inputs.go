@@ -89,30 +89,13 @@ func walkEpisodes(root string) ([]string, error) {
 }
 
 func globEpisodes(pattern string) (string, []string, error) {
-	matches, err := filepath.Glob(pattern)
+	base, rels, err := sources.GlobFiles(pattern)
 	if err != nil {
 		return "", nil, fmt.Errorf("wshard: dataset root %q: %w", pattern, err)
-	}
-	base := pattern
-	for strings.ContainsAny(base, "*?[") {
-		base = filepath.Dir(base)
-	}
-	var rels []string
-	for _, m := range matches {
-		st, err := os.Stat(m)
-		if err != nil || !st.Mode().IsRegular() {
-			continue
-		}
-		rel, err := filepath.Rel(base, m)
-		if err != nil {
-			return "", nil, err
-		}
-		rels = append(rels, filepath.ToSlash(rel))
 	}
 	if len(rels) == 0 {
 		return "", nil, fmt.Errorf("wshard: dataset root %q matches no files", pattern)
 	}
-	slices.SortFunc(rels, sources.NaturalCompare)
 	return base, rels, nil
 }
 
