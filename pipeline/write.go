@@ -121,13 +121,13 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 			}
 			for j := range jobs {
 				workerStats[w].read += b.transform(tr, j)
-				workerStats[w].steps = tr.Timings()
 				select {
 				case results <- j:
 				case <-ctx.Done():
 					return ctx.Err()
 				}
 			}
+			workerStats[w].steps = tr.Timings()
 			return nil
 		})
 	}
