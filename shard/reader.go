@@ -53,6 +53,15 @@ func Open(path string) (*Reader, error) {
 	}
 	// The mapping outlives the descriptor.
 	defer f.Close()
+	return OpenFile(f)
+}
+
+// OpenFile is Open for a file the caller opened: it maps f read-only and
+// validates it, and leaves f open, so the caller may also read the shard
+// with f.ReadAt (see ImageSpan) and must close f itself. Errors name
+// f.Name().
+func OpenFile(f *os.File) (*Reader, error) {
+	path := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err

@@ -264,6 +264,16 @@ type BatchSource interface {
 	ReadSampleInto(i int, dst SampleSlot) error
 }
 
+// runReader is a BatchSource that reads consecutive samples in one call
+// (*Reader does). The iterator hands it every run of consecutive indices of
+// a batch, which for ShuffleNone is the whole batch.
+type runReader interface {
+	// ReadRunInto reads samples first..first+n-1 into rows row..row+n-1
+	// of b. It must be safe to call from several goroutines for
+	// different rows.
+	ReadRunInto(first, n int, b *Batch, row int) error
+}
+
 // SampleSlot is one row of a Batch, every slice exactly one sample long.
 type SampleSlot struct {
 	Image      []byte  // C*H*W elements of the dtype, little-endian
@@ -323,6 +333,71 @@ func alignedBytes(n int) []byte {
 
 // Len is the number of rows.
 func (b *Batch) Len() int { return len(b.Indices) }
+
+// rows returns rows [j, j+n) of everything but the images, as shard.CopyRows
+// fills them.
+func (b *Batch) rows(j, n int) shard.Rows {
+	l := b.Layout
+	box, msk := l.MaxBoxes*4*l.DType.Size(), l.MaxBoxes*l.DType.Size()
+	return shard.Rows{
+		Boxes:      b.Boxes[j*box : (j+n)*box],
+		Mask:       b.Mask[j*msk : (j+n)*msk],
+		ClassIndex: b.ClassIndex[j*l.MaxBoxes : (j+n)*l.MaxBoxes],
+		BoxCount:   b.BoxCount[j : j+n],
+		Meta:       b.Meta[j : j+n],
+		Extras:     b.Extras[j*l.ExtraF32 : (j+n)*l.ExtraF32],
+	}
+}
+
+// batchPool keeps the buffers of a finished iterator for the next one, so
+// that every epoch after the first writes into memory that is already
+// faulted in instead of allocating, zeroing and faulting (Prefetch+1)
+// batches again. It holds at most maxPooledBatches buffers, of one layout
+// and size: those of the last iterator closed.
+type batchPool struct {
+	mu   sync.Mutex
+	free []*Batch
+}
+
+const maxPooledBatches = 8
+
+// get returns a pooled buffer of layout l and size rows, or a new one.
+func (p *batchPool) get(l shard.Layout, size int) *Batch {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for k := len(p.free) - 1; k >= 0; k-- {
+			if b := p.free[k]; b.Layout == l && len(b.Indices) == size {
+				p.free = append(p.free[:k], p.free[k+1:]...)
+				return b
+			}
+		}
+	}
+	return newBatch(l, size)
+}
+
+// put keeps bs for later, replacing buffers of another shape.
+func (p *batchPool) put(bs []*Batch) {
+	if p == nil || len(bs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) > 0 && (p.free[0].Layout != bs[0].Layout || len(p.free[0].Indices) != len(bs[0].Indices)) {
+		p.free = nil
+	}
+	p.free = append(p.free, bs...)
+	if len(p.free) > maxPooledBatches {
+		p.free = p.free[len(p.free)-maxPooledBatches:]
+	}
+}
+
+// drain drops every pooled buffer.
+func (p *batchPool) drain() {
+	p.mu.Lock()
+	p.free = nil
+	p.mu.Unlock()
+}
 
 // Slot returns row j's buffers.
 func (b *Batch) Slot(j int) SampleSlot {
@@ -401,6 +476,9 @@ func decodeElements(b []byte, d shard.DType) []float32 {
 // (Prefetch+1) batches whatever the warehouse size.
 type BatchIterator struct {
 	src     BatchSource
+	runs    runReader // src, when it reads runs of samples; else nil
+	pool    *batchPool
+	buffers []*Batch // every buffer of this iterator, returned to pool on Close
 	opts    BatchOptions
 	plan    []PlannedBatch
 	ctx     context.Context
@@ -419,13 +497,23 @@ type batchJob struct {
 }
 
 // Batches starts an iterator over one rank's batches of one epoch. Close it
-// when done, even after io.EOF.
+// when done, even after io.EOF. The iterator fills each batch by runs of
+// consecutive samples (ReadRunInto), and its buffers go back to the Reader
+// on Close for the next iterator of the same batch size.
 func (r *Reader) Batches(ctx context.Context, opts BatchOptions) (*BatchIterator, error) {
-	return NewBatchIterator(ctx, r, opts)
+	return newBatchIterator(ctx, r, opts, &r.pool)
 }
 
-// NewBatchIterator is Batches for any BatchSource.
+// NewBatchIterator is Batches for any BatchSource. For a *Reader it is
+// Reader.Batches.
 func NewBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions) (*BatchIterator, error) {
+	if r, ok := src.(*Reader); ok {
+		return r.Batches(ctx, opts)
+	}
+	return newBatchIterator(ctx, src, opts, nil)
+}
+
+func newBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions, pool *batchPool) (*BatchIterator, error) {
 	plan, err := PlanBatches(src.Len(), src.ShardStarts(), opts)
 	if err != nil {
 		return nil, err
@@ -433,12 +521,15 @@ func NewBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions) (
 	_ = opts.resolve() // PlanBatches validated a copy
 	ctx, cancel := context.WithCancel(ctx)
 	it := &BatchIterator{
-		src: src, opts: opts, plan: plan, ctx: ctx, cancel: cancel,
+		src: src, pool: pool, opts: opts, plan: plan, ctx: ctx, cancel: cancel,
 		pending: make(chan *batchJob, opts.Prefetch+1),
 		free:    make(chan *Batch, opts.Prefetch+1),
 	}
+	it.runs, _ = src.(runReader)
 	for range opts.Prefetch + 1 {
-		it.free <- newBatch(src.Layout(), opts.BatchSize)
+		b := pool.get(src.Layout(), opts.BatchSize)
+		it.buffers = append(it.buffers, b)
+		it.free <- b
 	}
 	jobs := make(chan *batchJob)
 	it.wg.Add(1 + opts.Workers)
@@ -488,6 +579,9 @@ func (it *BatchIterator) work(jobs <-chan *batchJob) {
 }
 
 func (it *BatchIterator) fill(b *Batch) error {
+	if it.runs != nil {
+		return it.fillRuns(b)
+	}
 	for j, i := range b.Indices {
 		if err := it.ctx.Err(); err != nil {
 			return err
@@ -495,6 +589,26 @@ func (it *BatchIterator) fill(b *Batch) error {
 		if err := it.src.ReadSampleInto(i, b.Slot(j)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// fillRuns reads each maximal run of consecutive sample indices of b with
+// one ReadRunInto call.
+func (it *BatchIterator) fillRuns(b *Batch) error {
+	idx := b.Indices
+	for j := 0; j < len(idx); {
+		if err := it.ctx.Err(); err != nil {
+			return err
+		}
+		n := 1
+		for j+n < len(idx) && idx[j+n] == idx[j]+n {
+			n++
+		}
+		if err := it.runs.ReadRunInto(idx[j], n, b, j); err != nil {
+			return err
+		}
+		j += n
 	}
 	return nil
 }
@@ -543,6 +657,11 @@ func (it *BatchIterator) Next() (*Batch, error) {
 func (it *BatchIterator) Close() error {
 	it.cancel()
 	it.wg.Wait()
+	if it.buffers != nil { // the workers are done: nothing writes them any more
+		it.held = nil
+		it.pool.put(it.buffers)
+		it.buffers = nil
+	}
 	if it.err == nil || it.err == io.EOF {
 		it.err = errors.New("warehouse: batch iterator closed")
 	}

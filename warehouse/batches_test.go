@@ -212,7 +212,25 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := BatchOptions{BatchSize: 3, Seed: 5, Epoch: 2, Rank: 1, WorldSize: 2, Shuffle: ShuffleGlobal, Remainder: PadRemainder, Prefetch: 2, Workers: 2}
+		// Every shuffle (ShuffleNone reads runs that cross shard
+		// boundaries), and a second epoch whose buffers come from the
+		// pool with the first epoch's bytes still in them.
+		for _, tc := range []struct {
+			shuffle Shuffle
+			epoch   int
+		}{{ShuffleGlobal, 2}, {ShuffleNone, 2}, {ShuffleShards, 2}, {ShuffleShards, 3}, {ShuffleNone, 3}} {
+			opts := BatchOptions{BatchSize: 3, Seed: 5, Epoch: tc.epoch, Rank: 1, WorldSize: 2, Shuffle: tc.shuffle, Remainder: PadRemainder, Prefetch: 2, Workers: 2}
+			checkBatches(t, r, fx.layout, opts)
+		}
+		r.Close()
+	}
+}
+
+// checkBatches reads one epoch of r with opts and compares every batch with
+// the plan and every row with the fixture's closed forms.
+func checkBatches(t *testing.T, r *Reader, l shard.Layout, opts BatchOptions) {
+	t.Helper()
+	{
 		plan, err := PlanBatches(r.Len(), r.ShardStarts(), opts)
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +242,6 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 		if it.Len() != len(plan) {
 			t.Fatalf("Len %d, plan %d", it.Len(), len(plan))
 		}
-		l := fx.layout
 		for n := 0; ; n++ {
 			b, err := it.Next()
 			if err == io.EOF {
@@ -236,7 +253,7 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.Number != n || b.Epoch != 2 || !slices.Equal(b.Indices, plan[n].Indices) || b.Repeats != plan[n].Repeats {
+			if b.Number != n || b.Epoch != opts.Epoch || !slices.Equal(b.Indices, plan[n].Indices) || b.Repeats != plan[n].Repeats {
 				t.Fatalf("batch %d: number %d epoch %d indices %v repeats %d; plan %+v", n, b.Number, b.Epoch, b.Indices, b.Repeats, plan[n])
 			}
 			for j, i := range b.Indices {
@@ -287,7 +304,6 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 			t.Fatalf("Next after EOF: %v", err)
 		}
 		it.Close()
-		r.Close()
 	}
 }
 

@@ -69,17 +69,20 @@ type Reader struct {
 	checksum bool // OpenOptions.VerifyChecksums
 	opened   time.Time
 	loads    loadRecorder
-	samples  atomic.Int64 // samples handed out by Sample and ReadSampleInto
+	samples  atomic.Int64 // samples handed out by Sample, ReadSampleInto and ReadRunInto
+	pool     batchPool    // batch buffers kept from one Batches iterator to the next
 }
 
 // lazyShard maps its file on first use. The fast path is one atomic load;
 // the mutex serialises the first open, whose outcome (reader or error) is
-// kept for good.
+// kept for good. The file stays open beside the mapping: batches read images
+// from it with pread (ReadRunInto), Sample views come from the mapping.
 type lazyShard struct {
 	entry  *Shard
 	path   string
 	mu     sync.Mutex
 	reader atomic.Pointer[shard.Reader]
+	file   *os.File // set with reader, closed by Close
 	err    error
 }
 
@@ -309,7 +312,12 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 		load.Checksum = time.Since(t0)
 	}
 	t0 := time.Now()
-	sr, err := shard.Open(s.path)
+	f, err := os.Open(s.path)
+	if err != nil {
+		s.err = err
+		return nil, err
+	}
+	sr, err := shard.OpenFile(f)
 	if err == nil {
 		if err = checkShardHeader(sr, s.entry, r.layout); err != nil {
 			sr.Close()
@@ -317,9 +325,11 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 		}
 	}
 	if err != nil {
+		f.Close()
 		s.err = err
 		return nil, err
 	}
+	s.file = f
 	t1 := time.Now()
 	touchPages(sr.Image(local))
 	load.Open, load.FirstTouch = t1.Sub(t0), time.Since(t1)
@@ -360,6 +370,39 @@ func touchPages(b []byte) {
 	touchSink.Add(uint32(acc))
 }
 
+// ReadRunInto reads the n consecutive samples first..first+n-1 into rows
+// row..row+n-1 of b: per shard they cover, one pread of all their images
+// straight into b.Images (no mapping is touched, so no page faults and no
+// page-table growth however much is read) and one copy of their boxes,
+// masks, records and extras from the mapping. This is the batch fill path;
+// a shuffled batch is a run of length 1 per sample, still one pread each.
+func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
+	if first < 0 || n < 0 || first > r.Len()-n {
+		return fmt.Errorf("%s: samples [%d, %d) out of range [0, %d)", r.dir, first, first+n, r.Len())
+	}
+	for n > 0 {
+		k, local, err := r.locate(first)
+		if err != nil {
+			return err
+		}
+		sr, err := r.shard(k, local)
+		if err != nil {
+			return err
+		}
+		m := min(n, sr.Len()-local)
+		off, length := sr.ImageSpan(local, m)
+		img := int(r.layout.ImageBytes())
+		dst := b.Images[row*img : row*img+length]
+		if _, err := r.shards[k].file.ReadAt(dst, off); err != nil {
+			return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local, local+m-1, err)
+		}
+		sr.CopyRows(local, b.rows(row, m))
+		r.samples.Add(int64(m))
+		first, row, n = first+m, row+m, n-m
+	}
+	return nil
+}
+
 // ReadSampleInto copies sample i into one row of a batch: the raw image,
 // boxes and mask bytes exactly as stored, the class indices (-1 for padding
 // slots), the box count, the metadata record and the extras.
@@ -396,8 +439,10 @@ func (r *Reader) Stats() LoadStats {
 // ShardLoads lists every shard load so far, in the order they happened.
 func (r *Reader) ShardLoads() []ShardLoad { return r.loads.snapshot() }
 
-// Close unmaps every mapped shard. No Sample view may be used afterwards.
+// Close unmaps every mapped shard and releases the batch buffers. No Sample
+// view or Batch may be used afterwards.
 func (r *Reader) Close() error {
+	r.pool.drain()
 	var errs []error
 	for k := range r.shards {
 		s := &r.shards[k]
@@ -406,6 +451,10 @@ func (r *Reader) Close() error {
 			if err := sr.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: unmap: %w", s.path, err))
 			}
+			if err := s.file.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: close: %w", s.path, err))
+			}
+			s.file = nil
 		}
 		s.err = fmt.Errorf("%s: warehouse reader closed", s.path)
 		s.mu.Unlock()
