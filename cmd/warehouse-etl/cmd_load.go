@@ -31,19 +31,26 @@ error, never a reason to fall back.`
 
 // loadReport is what load prints (--json) and what bench/load.sh reads.
 type loadReport struct {
-	Dir              string               `json:"dir"`
-	Live             bool                 `json:"live"`
-	Shuffle          string               `json:"shuffle"`
-	Remainder        string               `json:"remainder"`
-	Rank             int                  `json:"rank"`
-	WorldSize        int                  `json:"world_size"`
-	BatchSize        int                  `json:"batch_size"`
-	Epochs           int                  `json:"epochs"`
-	Batches          int                  `json:"batches"`
-	Samples          int64                `json:"samples"`
-	Repeats          int64                `json:"repeats"`
-	Bytes            int64                `json:"bytes"` // images + boxes + masks handed out
-	Seconds          float64              `json:"seconds"`
+	Dir       string  `json:"dir"`
+	Live      bool    `json:"live"`
+	Shuffle   string  `json:"shuffle"`
+	Remainder string  `json:"remainder"`
+	Rank      int     `json:"rank"`
+	WorldSize int     `json:"world_size"`
+	BatchSize int     `json:"batch_size"`
+	Epochs    int     `json:"epochs"`
+	Batches   int     `json:"batches"`
+	Samples   int64   `json:"samples"`
+	Repeats   int64   `json:"repeats"`
+	Bytes     int64   `json:"bytes"` // images + boxes + masks handed out
+	Seconds   float64 `json:"seconds"`
+	// Epochs after the first: the steady state of a training job, whose
+	// first epoch also pays for faulting in its batch buffers and
+	// opening its shards. Zero with one epoch.
+	LaterSeconds     float64              `json:"later_epochs_seconds"`
+	LaterSamples     int64                `json:"later_epochs_samples"`
+	LaterBytes       int64                `json:"later_epochs_bytes"`
+	LaterGBPerSecond float64              `json:"later_epochs_gb_per_second"`
 	SamplesPerSecond float64              `json:"samples_per_second"`
 	GBPerSecond      float64              `json:"gb_per_second"`
 	Shards           *warehouse.LoadStats `json:"shards,omitempty"`
@@ -143,14 +150,25 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	}
 
 	start := time.Now()
+	var first loadReport
 	for e := range *epochs {
 		opts := warehouse.BatchOptions{BatchSize: *batch, Seed: *seed, Epoch: *firstEpoch + e, Rank: *rank, WorldSize: *world,
 			Shuffle: shuffle, Remainder: remainder, Prefetch: *prefetch, Workers: *workers}
 		if err := loadEpoch(ctx, src, opts, *maxBatches, &rep, log); err != nil {
 			return err
 		}
+		if e == 0 {
+			first = rep
+			first.Seconds = time.Since(start).Seconds()
+		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	if *epochs > 1 {
+		rep.LaterSeconds, rep.LaterSamples, rep.LaterBytes = rep.Seconds-first.Seconds, rep.Samples-first.Samples, rep.Bytes-first.Bytes
+		if rep.LaterSeconds > 0 {
+			rep.LaterGBPerSecond = float64(rep.LaterBytes) / 1e9 / rep.LaterSeconds
+		}
+	}
 	if rep.Seconds > 0 {
 		rep.SamplesPerSecond = float64(rep.Samples) / rep.Seconds
 		rep.GBPerSecond = float64(rep.Bytes) / 1e9 / rep.Seconds
@@ -213,6 +231,10 @@ func printLoad(w io.Writer, r *loadReport) {
 	fmt.Fprintf(w, "  rank %d of %d, batch %d, shuffle %s, remainder %s, %d epoch(s)\n", r.Rank, r.WorldSize, r.BatchSize, r.Shuffle, r.Remainder, r.Epochs)
 	fmt.Fprintf(w, "  %d batches, %d samples (%d padding repeats), %.1f MB in %.3fs\n", r.Batches, r.Samples, r.Repeats, float64(r.Bytes)/1e6, r.Seconds)
 	fmt.Fprintf(w, "  %.1f samples/s, %.3f GB/s\n", r.SamplesPerSecond, r.GBPerSecond)
+	if r.LaterSeconds > 0 {
+		fmt.Fprintf(w, "  epochs after the first: %.1f samples/s, %.3f GB/s (the first also faults in the batch buffers)\n",
+			float64(r.LaterSamples)/r.LaterSeconds, r.LaterGBPerSecond)
+	}
 	if r.Shards != nil {
 		fmt.Fprintf(w, "  %s\n", r.Shards.String())
 	}
