@@ -119,7 +119,7 @@ func readBoxStats(ctx context.Context, dir string, m *warehouse.Manifest) (*boxS
 			w, h := float64(b[2]-b[0]), float64(b[3]-b[1])
 			st.width.add(w)
 			st.height.add(h)
-			st.area.add(w * h)
+			st.area.add(float64(w * h)) // rounded here: no architecture may fuse it into the sum
 			st.boxes++
 		}
 	}

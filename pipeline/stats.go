@@ -45,7 +45,7 @@ func contentSums(img []byte, d transforms.DType, width, height int, g transforms
 					v = float64(math.Float32frombits(binary.LittleEndian.Uint32(img[4*(row+x):])))
 				}
 				sum += v
-				sumSq += v * v
+				sumSq += float64(v * v) // float64(): rounded, so no architecture fuses it (FMA)
 			}
 		}
 		s.sum[c], s.sumSq[c] = sum, sumSq
@@ -73,7 +73,7 @@ func (s channelSums) stats() warehouse.ImageStats {
 	for c := range 3 {
 		mean := s.sum[c] / n
 		st.Mean[c] = mean
-		st.Std[c] = math.Sqrt(max(0, s.sumSq[c]/n-mean*mean))
+		st.Std[c] = math.Sqrt(max(0, s.sumSq[c]/n-float64(mean*mean))) // float64(): no FMA, same bytes on every architecture
 	}
 	return st
 }

@@ -226,7 +226,7 @@ func TestGoldenFiles(t *testing.T) {
 			{"action/torque", 0, 120, ContentRaw, allF32(func(i int) float32 { return float32(i) * 0.01 })},
 			{"reward", 0, 40, ContentRaw, allF32(func(i int) float32 { return float32(i) * 0.5 })},
 			{"done", 0, 10, ContentRaw, doneLast},
-			{"omen/joint_pos/dreamer", 0, 120, ContentRaw, allF32(func(i int) float32 { return float32(i)*0.1 + 0.01 })},
+			{"omen/joint_pos/dreamer", 0, 120, ContentRaw, allF32(func(i int) float32 { return float32(float32(i)*0.1) + 0.01 })},
 			{"uncert/joint_pos/dreamer/variance", 0, 120, ContentRaw, allF32(func(int) float32 { return 0.05 })},
 			{"residual/joint_pos/sign2nddiff", 0, 2, ContentRaw, nil},
 		}},
