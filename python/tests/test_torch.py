@@ -1,0 +1,148 @@
+"""warehouse_etl.torch: the DataLoader hands out the Go reader's batches with the Go
+reader's values; workers deliver each index of an epoch exactly once across ranks."""
+import pickle
+import unittest
+
+import numpy as np
+import torch
+
+import warehouse_etl
+from warehouse_etl.torch import (Normalize, PlannedBatch, WarehouseBatchSampler, WarehouseDataset, make_loader,
+                                 normalize)
+from tests._fixtures import Reference, fixture, raw
+
+
+def reference(fx):
+    wh = warehouse_etl.open(fx["dir"])
+    l = wh.layout
+    return wh, Reference(fx, wh.image_dtype, wh.box_dtype, wh.image_shape, l.max_boxes, l.extra_f32)
+
+
+class Loader(unittest.TestCase):
+    def test_batches_equal_go(self):
+        fx = fixture(self, "f16")
+        wh, ref = reference(fx)
+        plan = next(p for p in ref.plans if p["shuffle"] == "shard" and p["remainder"] == "pad")
+        loader = make_loader(fx["root"], plan["batch"], seed=plan["seed"], epoch=plan["epoch"], rank=plan["rank"],
+                             world=plan["world"], shuffle="shard", remainder="pad")
+        self.assertEqual(len(loader), len(plan["indices"]))
+        got = list(loader)
+        self.assertEqual([b["index"].tolist() for b in got], plan["indices"])
+        self.assertEqual([b["repeats"] for b in got], plan["repeats"])
+        for b in got:
+            idx = b["index"].numpy()
+            self.assertEqual(b["images"].dtype, torch.float16)
+            self.assertEqual(b["boxes"].dtype, torch.float16)
+            self.assertEqual(b["class_index"].dtype, torch.int32)
+            self.assertEqual(b["index"].dtype, torch.int64)
+            self.assertEqual(tuple(b["images"].shape), (plan["batch"],) + wh.image_shape)
+            self.assertEqual(raw(b["images"].numpy()), raw(ref.images[idx]))
+            self.assertEqual(raw(b["boxes"].numpy()), raw(ref.boxes[idx]))
+            self.assertEqual(raw(b["mask"].numpy()), raw(ref.mask[idx]))
+            self.assertEqual(raw(b["class_index"].numpy()), raw(ref.class_index[idx]))
+            self.assertEqual(raw(b["box_count"].numpy()), raw(ref.box_count[idx]))
+
+    def test_set_epoch_follows_go(self):
+        fx = fixture(self, "f32")
+        _, ref = reference(fx)
+        p = next(p for p in ref.plans if p["shuffle"] == "global" and p["remainder"] == "drop" and p["epoch"] == 7)
+        loader = make_loader(fx["dir"], p["batch"], seed=p["seed"], rank=p["rank"], world=p["world"])
+        first = [b["index"].tolist() for b in loader]
+        loader.set_epoch(p["epoch"])
+        self.assertEqual([b["index"].tolist() for b in loader], p["indices"])
+        self.assertNotEqual(first, p["indices"])
+        self.assertEqual(loader.sampler.epoch, p["epoch"])
+
+    def test_workers_deliver_each_index_once_per_rank_set(self):
+        fx = fixture(self, "f16")
+        wh, ref = reference(fx)
+        n, batch, world = len(wh), 2, 2
+        for epoch in (0, 1):
+            seen = []
+            for rank in range(world):
+                loader = make_loader(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, num_workers=2)
+                for b in loader:
+                    self.assertTrue(b["images"].is_shared())
+                    idx = b["index"].numpy()
+                    self.assertEqual(raw(b["images"].numpy()), raw(ref.images[idx]))
+                    seen.extend(idx.tolist())
+            # drop: no index twice in an epoch across all ranks, and exactly
+            # floor(N / (world*batch)) * world * batch of them delivered.
+            self.assertEqual(len(seen), len(set(seen)))
+            self.assertEqual(len(seen), n // (world * batch) * world * batch)
+            self.assertTrue(set(seen) <= set(range(n)))
+        # pad: every index at least once, the repeats are the only duplicates.
+        seen, repeats = [], 0
+        for rank in range(world):
+            for b in make_loader(fx["dir"], 3, seed=3, rank=rank, world=world, remainder="pad", num_workers=2):
+                seen.extend(b["index"].tolist())
+                repeats += b["repeats"]
+        self.assertEqual(set(seen), set(range(n)))
+        self.assertEqual(len(seen) - repeats, n)
+
+    def test_pin_memory(self):
+        fx = fixture(self, "f16")
+        try:
+            batches = list(make_loader(fx["dir"], 4, pin_memory=True, num_workers=0))
+        except RuntimeError as e:  # CPU-only torch builds cannot pin
+            self.skipTest(f"pin_memory unavailable: {e}")
+        self.assertGreater(len(batches), 0)
+        if torch.cuda.is_available():
+            self.assertTrue(batches[0]["images"].is_pinned())
+
+    def test_dataset_items_and_pickle(self):
+        fx = fixture(self, "f16")
+        wh, ref = reference(fx)
+        ds = WarehouseDataset(fx["dir"])
+        s = ds[3]
+        self.assertEqual(raw(s["image"].numpy()), raw(ref.images[3]))
+        self.assertEqual(s["index"].item(), 3)
+        ds2 = pickle.loads(pickle.dumps(ds))
+        b = ds2[PlannedBatch(np.array([4, 1]), 1)]
+        self.assertEqual(b["repeats"], 1)
+        self.assertEqual(raw(b["images"].numpy()), raw(ref.images[[4, 1]]))
+        self.assertEqual(raw(ds2[[0, 2]]["boxes"].numpy()), raw(ref.boxes[[0, 2]]))
+
+    def test_sampler_rank_world_default(self):
+        fx = fixture(self, "f16")
+        s = WarehouseBatchSampler(fx["dir"], 2)
+        self.assertEqual((s.rank, s.world), (0, 1))
+        with self.assertRaises(ValueError):
+            WarehouseBatchSampler(fx["dir"], 10_000)  # cannot fill one batch
+
+
+class Normalization(unittest.TestCase):
+    def test_u8_normalize_equals_formula(self):
+        fx = fixture(self, "u8")
+        wh, ref = reference(fx)
+        mean = np.array(wh.mean, dtype=np.float32)[:, None, None]
+        std = np.array(wh.std, dtype=np.float32)[:, None, None]
+        raw_loader = make_loader(fx["dir"], 4, shuffle="none")
+        norm_loader = make_loader(fx["dir"], 4, shuffle="none", normalize=True, num_workers=2)
+        for r, b in zip(raw_loader, norm_loader):
+            self.assertEqual(r["images"].dtype, torch.uint8)
+            self.assertEqual(b["images"].dtype, torch.float32)
+            idx = b["index"].numpy()
+            self.assertEqual(raw(r["images"].numpy()), raw(ref.images[idx]))
+            want = (ref.images[idx].astype(np.float32) / np.float32(255) - mean) / std
+            np.testing.assert_allclose(b["images"].numpy(), want, rtol=1e-6, atol=1e-6)
+            gpu_style = normalize(r["images"], wh)
+            np.testing.assert_allclose(gpu_style.numpy(), want, rtol=1e-6, atol=1e-6)
+
+    def test_normalize_module(self):
+        """Normalize on a uint8 tensor follows the f32 warehouse's recorded mean/std;
+        float images pass through (they were normalised at build time)."""
+        fx = fixture(self, "f32")
+        wh = warehouse_etl.open(fx["dir"])
+        m = Normalize(wh)
+        x = torch.arange(0, 256, dtype=torch.uint8).repeat(3 * 2, 1).view(2, 3, 16, 16)
+        mean = np.array([0.485, 0.456, 0.406], dtype=np.float32)[:, None, None]
+        std = np.array([0.229, 0.224, 0.225], dtype=np.float32)[:, None, None]
+        want = (x.numpy().astype(np.float32) / np.float32(255) - mean) / std
+        np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-6, atol=1e-6)
+        f = torch.ones(1, 3, 2, 2, dtype=torch.float16)
+        self.assertIs(m(f), f)
+
+
+if __name__ == "__main__":
+    unittest.main()
