@@ -136,7 +136,7 @@ func (o *BatchOptions) resolve() error {
 // orderStream is the pseudo-random stream behind every shuffle: SplitMix64
 // (Steele, Lea, Flood 2014) started from seed and epoch. It is written out
 // here, not taken from math/rand, because the order is a cross-language
-// contract: docs/format/reading.md and examples/read_warehouse.py implement
+// contract: docs/format/reading.md and python/warehouse_etl/_order.py implement
 // the same steps.
 type orderStream struct{ state uint64 }
 
