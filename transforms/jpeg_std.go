@@ -13,6 +13,10 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 // build adds nothing and its versions stay those of earlier releases.
 const jpegIdentity = ""
 
+// TurboJPEGVersion is the libjpeg-turbo release linked into this binary, ""
+// in the pure-Go build.
+func TurboJPEGVersion() string { return "" }
+
 // jpegState is the per-Transformer state of the JPEG decoder: none for
 // image/jpeg.
 type jpegState struct{}

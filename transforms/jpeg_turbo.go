@@ -12,6 +12,12 @@ package transforms
 /*
 #cgo LDFLAGS: -l:libturbojpeg.a
 #include <turbojpeg.h>
+#include <jconfig.h>
+
+// The release of the headers this file is compiled against, e.g. 2001005
+// for 2.1.5; Debian's libturbojpeg0-dev ships them with the static library
+// that is linked, so it is the release that decodes.
+enum { turboVersionNumber = LIBJPEG_TURBO_VERSION_NUMBER };
 
 // Flags of every decode; DecoderIdentity names them. ACCURATEDCT: the
 // integer "islow" IDCT, whose SIMD and C versions give identical output
@@ -38,16 +44,21 @@ import (
 	"unsafe"
 )
 
-// turboJPEGVersion is the libjpeg-turbo release the build links. TurboJPEG
-// 2.x has no version call, so a test compares this constant with
-// `pkg-config --modversion libturbojpeg`: a system upgrade that changes
-// the library must change DecoderIdentity, and with it the warehouse
-// version.
-const turboJPEGVersion = "2.1.5"
+// turboJPEGVersion is the libjpeg-turbo release the build links, read from
+// jconfig.h's LIBJPEG_TURBO_VERSION_NUMBER at compile time (TurboJPEG 2.x
+// has no version call): building against another libjpeg-turbo changes
+// DecoderIdentity, and with it every warehouse version. A test compares it
+// with `pkg-config --modversion libturbojpeg`.
+var turboJPEGVersion = fmt.Sprintf("%d.%d.%d",
+	C.turboVersionNumber/1000000, C.turboVersionNumber/1000%1000, C.turboVersionNumber%1000)
+
+// TurboJPEGVersion is the libjpeg-turbo release linked into this binary, ""
+// in the pure-Go build.
+func TurboJPEGVersion() string { return turboJPEGVersion }
 
 // jpegIdentity names the JPEG decoder and its pixel-deciding settings for
 // DecoderIdentity.
-const jpegIdentity = " jpeg=libjpeg-turbo/" + turboJPEGVersion +
+var jpegIdentity = " jpeg=libjpeg-turbo/" + turboJPEGVersion +
 	"(static,islow,fancy-upsampling,stop-on-warning," +
 	"dct-scale=largest-of-1/2,1/4,1/8-with-src>=k*new-both-axes,cmyk=image/jpeg)"
 
