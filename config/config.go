@@ -29,7 +29,7 @@ type Config struct {
 	ResizeMode    string              `json:"resize_mode"` // letterbox | stretch | none
 	PadValue      int                 `json:"pad_value"`   // 0..255, every channel
 	Normalize     Normalize           `json:"normalize"`
-	DType         string              `json:"dtype"` // f16 | f32
+	DType         string              `json:"dtype"` // f16 | f32 | u8
 	MaxBoxes      int                 `json:"max_boxes"`
 	SkipEmpty     bool                `json:"skip_empty"`
 	Classes       []string            `json:"classes"`         // optional pinned class list; empty = discovered
@@ -215,8 +215,8 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if c.DType != "f16" && c.DType != "f32" {
-		bad("dtype %q: must be f16 or f32", c.DType)
+	if c.DType != "f16" && c.DType != "f32" && c.DType != "u8" {
+		bad("dtype %q: must be f16, f32 or u8", c.DType)
 	}
 	if c.MaxBoxes < 1 || c.MaxBoxes > 4096 {
 		bad("max_boxes %d: must be 1..4096", c.MaxBoxes)

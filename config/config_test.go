@@ -19,7 +19,7 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated comment", "{\n/* never closed\n", `line 2: unterminated /* comment`},
 		{"trailing data", "{\"source\": {\"root\": \"x\"}} {}", `unexpected data after the top-level object`},
 		{"missing root", `{}`, `source.root is required`},
-		{"bad dtype", `{"source": {"root": "x"}, "dtype": "bf16"}`, `dtype "bf16": must be f16 or f32`},
+		{"bad dtype", `{"source": {"root": "x"}, "dtype": "bf16"}`, `dtype "bf16": must be f16, f32 or u8`},
 		{"bad mode", `{"source": {"root": "x"}, "resize_mode": "crop"}`, `resize_mode "crop"`},
 		{"bad size", `{"source": {"root": "x"}, "target_size": [0, 10]}`, `target_size[0] = 0`},
 		{"bad pad", `{"source": {"root": "x"}, "pad_value": 256}`, `pad_value 256`},

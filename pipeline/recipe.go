@@ -27,8 +27,11 @@ func transformSpec(c *config.Config) transforms.Spec {
 		Pad:    uint8(c.PadValue),
 		DType:  transforms.F16,
 	}
-	if c.DType == "f32" {
+	switch c.DType {
+	case "f32":
 		s.DType = transforms.F32
+	case "u8":
+		s.DType = transforms.U8
 	}
 	if len(c.Normalize.Mean) == 3 {
 		copy(s.Mean[:], c.Normalize.Mean)
@@ -41,8 +44,11 @@ func transformSpec(c *config.Config) transforms.Spec {
 // extraF32 is the number of float32 extras per sample.
 func shardLayout(c *config.Config, extraF32 int) shard.Layout {
 	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
-	if c.DType == "f32" {
+	switch c.DType {
+	case "f32":
 		l.DType = shard.F32
+	case "u8":
+		l.DType = shard.U8
 	}
 	return l
 }

@@ -26,22 +26,40 @@ var f16Table = sync.OnceValue(func() []float32 {
 	return t
 })
 
-// contentSums sums the values of a CHW tensor inside the letterbox content
-// rectangle of g. Summation order is fixed (channel, row, column), so the
-// result is the same on every run.
-func contentSums(img []byte, d transforms.DType, width, height int, g transforms.Geometry) channelSums {
+// u8Tables caches transforms.NormalizeTable per normalization.
+var u8Tables sync.Map // [2][3]float64 -> *[3][256]float32
+
+// contentSums sums the values of a CHW tensor of spec inside the letterbox
+// content rectangle of g. Summation order is fixed (channel, row, column),
+// so the result is the same on every run. A U8 tensor is summed as the
+// float32 values its readers' normalization gives (the F32 build's values),
+// so image statistics compare across dtypes.
+func contentSums(img []byte, spec transforms.Spec, g transforms.Geometry) channelSums {
 	var s channelSums
+	d, width, height := spec.DType, spec.Width, spec.Height
 	plane := width * height
 	table := f16Table()
+	var u8Table *[3][256]float32
+	if d == transforms.U8 {
+		key := [2][3]float64{spec.Mean, spec.Std}
+		t, ok := u8Tables.Load(key)
+		if !ok {
+			t, _ = u8Tables.LoadOrStore(key, transforms.NormalizeTable(spec.Mean, spec.Std))
+		}
+		u8Table = t.(*[3][256]float32)
+	}
 	for c := range 3 {
 		var sum, sumSq float64
 		for y := g.PadY; y < g.PadY+g.NewH; y++ {
 			row := c*plane + y*width + g.PadX
 			for x := range g.NewW {
 				var v float64
-				if d == transforms.F16 {
+				switch d {
+				case transforms.U8:
+					v = float64(u8Table[c][img[row+x]])
+				case transforms.F16:
 					v = float64(table[binary.LittleEndian.Uint16(img[2*(row+x):])])
-				} else {
+				default:
 					v = float64(math.Float32frombits(binary.LittleEndian.Uint32(img[4*(row+x):])))
 				}
 				sum += v

@@ -218,8 +218,7 @@ func (b *builder) transform(tr *transforms.Transformer, j *job) (read time.Durat
 		j.lateErr = fmt.Errorf("decoded image is %dx%d but its header said %dx%d", g.SrcW, g.SrcH, j.p.Geometry.SrcW, j.p.Geometry.SrcH)
 		return read
 	}
-	spec := tr.Spec()
-	j.sums = contentSums(j.image, spec.DType, spec.Width, spec.Height, g)
+	j.sums = contentSums(j.image, tr.Spec(), g)
 	return read
 }
 

@@ -10,17 +10,19 @@
 //
 // All integers and floats are little-endian. f16 is IEEE 754 binary16, f32
 // IEEE 754 binary32. N is samples, C/H/W the channels/height/width, B is
-// max_boxes, E is extra_f32 and d the dtype size (2 for F16, 4 for F32).
+// max_boxes, E is extra_f32, d the image element size (1 for U8, 2 for F16,
+// 4 for F32) and b the box element size (2 for F16, 4 for F32 and U8).
 //
 //	+--------------------------------------------+ 0
 //	| header                          80 bytes   |  exactly the original TWH1 header
 //	+--------------------------------------------+ image_offset = 80
 //	| images  [N][C][H][W] dtype                 |
-//	+--------------------------------------------+ boxes_offset = 80 + N*C*H*W*d
-//	| boxes   [N][B][4] dtype  (x0,y0,x1,y1)     |
-//	+--------------------------------------------+ mask_offset = boxes_offset + N*B*4*d
-//	| mask    [N][B] dtype     (1 real, 0 pad)   |
-//	+--------------------------------------------+ mask_offset + N*B*d
+//	| zero padding to a multiple of 8 (U8 only)  |
+//	+--------------------------------------------+ boxes_offset = 80 + N*C*H*W*d (U8: rounded up to 8)
+//	| boxes   [N][B][4] box dtype (x0,y0,x1,y1)  |
+//	+--------------------------------------------+ mask_offset = boxes_offset + N*B*4*b
+//	| mask    [N][B] box dtype (1 real, 0 pad)   |
+//	+--------------------------------------------+ mask_offset + N*B*b
 //	| zero padding to a multiple of 8            |
 //	+--------------------------------------------+ meta_offset (0 in the header = no meta section)
 //	| meta header                     24 bytes   |
@@ -214,28 +216,46 @@ const (
 type DType uint32
 
 const (
-	F32 DType = 0 // IEEE 754 binary32
-	F16 DType = 1 // IEEE 754 binary16
+	F32 DType = 0 // images, boxes and mask IEEE 754 binary32
+	F16 DType = 1 // images, boxes and mask IEEE 754 binary16
+	// U8 stores images as uint8 (the resampled pixels before
+	// normalization, which the manifest records and readers apply) and
+	// boxes and mask as binary32: BoxDType is F32.
+	U8 DType = 2
 )
 
-// Size returns the size of one element in bytes, or 0 for an unknown DType.
+// Size returns the size of one image element in bytes, or 0 for an unknown
+// DType. Boxes and mask elements are BoxDType().Size() bytes.
 func (d DType) Size() int {
 	switch d {
 	case F32:
 		return 4
 	case F16:
 		return 2
+	case U8:
+		return 1
 	}
 	return 0
 }
 
-// String returns the name the manifest uses: "F32" or "F16".
+// BoxDType is the dtype of the boxes and mask sections: the image dtype for
+// F16 and F32, F32 for U8.
+func (d DType) BoxDType() DType {
+	if d == U8 {
+		return F32
+	}
+	return d
+}
+
+// String returns the name the manifest uses: "F32", "F16" or "U8".
 func (d DType) String() string {
 	switch d {
 	case F32:
 		return "F32"
 	case F16:
 		return "F16"
+	case U8:
+		return "U8"
 	}
 	return fmt.Sprintf("DType(%d)", uint32(d))
 }
@@ -247,8 +267,10 @@ func ParseDType(s string) (DType, error) {
 		return F32, nil
 	case "F16":
 		return F16, nil
+	case "U8":
+		return U8, nil
 	}
-	return 0, fmt.Errorf("shard: unknown dtype %q (want F32 or F16)", s)
+	return 0, fmt.Errorf("shard: unknown dtype %q (want F32, F16 or U8)", s)
 }
 
 // Header is the decoded 80-byte header.
@@ -316,10 +338,10 @@ func (l Layout) ImageBytes() int64 {
 }
 
 // boxBytes is the size of one sample's box rows.
-func (l Layout) boxBytes() int64 { return int64(l.MaxBoxes) * 4 * int64(l.DType.Size()) }
+func (l Layout) boxBytes() int64 { return int64(l.MaxBoxes) * 4 * int64(l.DType.BoxDType().Size()) }
 
 // maskBytes is the size of one sample's mask row.
-func (l Layout) maskBytes() int64 { return int64(l.MaxBoxes) * int64(l.DType.Size()) }
+func (l Layout) maskBytes() int64 { return int64(l.MaxBoxes) * int64(l.DType.BoxDType().Size()) }
 
 // extraBytes is the size of one sample's extras.
 func (l Layout) extraBytes() int64 { return int64(l.ExtraF32) * 4 }
@@ -331,8 +353,8 @@ func (l Layout) RecordSize() int {
 }
 
 // SampleBytes is what one sample adds to a shard across all sections. The
-// file size is HeaderSize + samples*SampleBytes + at most 7 bytes of padding +
-// MetaHeaderSize.
+// file size is HeaderSize + samples*SampleBytes + at most 7 bytes of padding
+// after the images (U8 only) + at most 7 bytes of padding + MetaHeaderSize.
 func (l Layout) SampleBytes() int64 {
 	return l.ImageBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes()
 }
@@ -352,9 +374,9 @@ func (l Layout) FileSize(samples int) int64 {
 }
 
 // fixedOverhead bounds the bytes of a shard that do not grow with samples:
-// the header, the worst-case padding before the meta section and the meta
-// header.
-const fixedOverhead = HeaderSize + sectionAlign - 1 + MetaHeaderSize
+// the header, the worst-case padding after the images (U8) and before the
+// meta section, and the meta header.
+const fixedOverhead = HeaderSize + 2*(sectionAlign-1) + MetaHeaderSize
 
 // SamplesPerShard returns how many samples of layout l fit in a shard of at
 // most targetBytes, and at least 1 (a single sample may exceed the target).
@@ -392,7 +414,13 @@ type sections struct {
 func (l Layout) sections(samples uint64, withMeta bool) (s sections, ok bool) {
 	var c sizeCalc
 	s.imageOffset = HeaderSize
+	// U8 images are followed by zero padding to a multiple of 8, where
+	// their F32 boxes start; F16 and F32 boxes follow the images directly
+	// (their offset is a multiple of the element size already).
 	s.boxesOffset = c.add(s.imageOffset, c.mul(samples, uint64(l.ImageBytes())))
+	if l.DType == U8 {
+		s.boxesOffset = c.add(s.boxesOffset, sectionAlign-1) &^ (sectionAlign - 1)
+	}
 	s.maskOffset = c.add(s.boxesOffset, c.mul(samples, uint64(l.boxBytes())))
 	s.maskEnd = c.add(s.maskOffset, c.mul(samples, uint64(l.maskBytes())))
 	s.fileSize = s.maskEnd

@@ -98,7 +98,7 @@ func TestLayoutValidate(t *testing.T) {
 			l.Width, l.Height, l.Channels, l.MaxBoxes, l.ExtraF32 = 16384, 16384, 4, 65535, 65535
 		}, ""},
 		{"no boxes", func(l *Layout) { l.MaxBoxes = 0 }, ""},
-		{"dtype", func(l *Layout) { l.DType = 2 }, "shard: layout: unknown dtype 2"},
+		{"dtype", func(l *Layout) { l.DType = 3 }, "shard: layout: unknown dtype 3"},
 		{"width 0", func(l *Layout) { l.Width = 0 }, "shard: layout: width 0 out of range [1, 16384]"},
 		{"height", func(l *Layout) { l.Height = 16385 }, "shard: layout: height 16385 out of range [1, 16384]"},
 		{"channels 0", func(l *Layout) { l.Channels = 0 }, "shard: layout: channels 0 out of range [1, 4]"},
@@ -163,6 +163,7 @@ func TestDType(t *testing.T) {
 	}{
 		{F32, 4, "F32"},
 		{F16, 2, "F16"},
+		{U8, 1, "U8"},
 		{7, 0, "DType(7)"},
 	}
 	for _, tc := range tests {
@@ -180,7 +181,7 @@ func TestDType(t *testing.T) {
 			t.Errorf("ParseDType(%q) = %v, %v; want %v", tc.name, parsed, err, tc.d)
 		}
 	}
-	if _, err := ParseDType("f16"); errString(err) != `shard: unknown dtype "f16" (want F32 or F16)` {
+	if _, err := ParseDType("f16"); errString(err) != `shard: unknown dtype "f16" (want F32, F16 or U8)` {
 		t.Errorf("ParseDType(f16) error = %v", err)
 	}
 }

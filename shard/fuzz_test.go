@@ -43,7 +43,7 @@ func FuzzParse(f *testing.F) {
 			if n < 0 || n > l.MaxBoxes || len(r.Boxes(i)) != n {
 				t.Fatalf("sample %d: BoxCount %d, %d boxes, max_boxes %d", i, n, len(r.Boxes(i)), l.MaxBoxes)
 			}
-			if len(r.Mask(i)) != l.MaxBoxes || len(r.BoxesRaw(i)) != 4*l.MaxBoxes*l.DType.Size() || len(r.MaskRaw(i)) != l.MaxBoxes*l.DType.Size() {
+			if len(r.Mask(i)) != l.MaxBoxes || len(r.BoxesRaw(i)) != 4*l.MaxBoxes*l.DType.BoxDType().Size() || len(r.MaskRaw(i)) != l.MaxBoxes*l.DType.BoxDType().Size() {
 				t.Fatalf("sample %d: mask/box sizes disagree with the layout", i)
 			}
 			_ = r.Meta(i)

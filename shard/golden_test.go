@@ -110,14 +110,14 @@ func (e *byteBuilder) record1() {
 }
 
 // wantHeader is the 80-byte header built field by field.
-func wantHeader(dtype, maxBoxes uint32, boxesOffset, maskOffset, metaOffset uint64) []byte {
+func wantHeader(dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOffset uint64) []byte {
 	var e byteBuilder
 	e.str("TWH1")
 	e.u32(1)        // shard_version
 	e.u32(dtype)    // dtype
 	e.u32(0)        // endianness
 	e.u32(3)        // width
-	e.u32(2)        // height
+	e.u32(height)   // height
 	e.u32(3)        // channels
 	e.u32(maxBoxes) // max_boxes
 	e.u64(2)        // samples
@@ -138,7 +138,7 @@ var goldenCases = []goldenCase{{
 	samples: goldenSamples(36, [2][]float32{}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(1, 3, 152, 200, 216))
+		e.raw(wantHeader(1, 2, 3, 152, 200, 216))
 		e.imagePattern(36)
 		e.u16s(0x3400, 0x3800, 0x3A00, 0x3C00, 0x0000, 0x3000, 0x3800, 0x3900, 0, 0, 0, 0)
 		e.u16s(0x2E66, 0x3266, 0x34CD, 0x3666, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -167,7 +167,7 @@ var goldenCases = []goldenCase{{
 	samples: goldenSamples(72, [2][]float32{{1.5, -2}, {0, 3.25}}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(0, 2, 224, 288, 304))
+		e.raw(wantHeader(0, 2, 2, 224, 288, 304))
 		e.imagePattern(72)
 		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)
 		e.u32s(0x3DCCCCCD, 0x3E4CCCCD, 0x3E99999A, 0x3ECCCCCD, 0, 0, 0, 0)
@@ -182,6 +182,33 @@ var goldenCases = []goldenCase{{
 		e.i32(7)
 		e.i32(-1)
 		e.u32s(0x3FC00000, 0xC0000000, 0, 0x40500000) // extras 1.5 -2 0 3.25
+		return e.b
+	},
+}, {
+	// 3x1x3 u8 images of 9 bytes: 80+18 = 98, 6 bytes of padding so the
+	// f32 boxes start at 104; max_boxes 2: boxes 32 and mask 8 bytes per
+	// sample (f32), mask ends at 184 where the meta section starts, records
+	// of 88 bytes.
+	name:    "u8",
+	layout:  Layout{DType: U8, Width: 3, Height: 1, Channels: 3, MaxBoxes: 2},
+	samples: goldenSamples(9, [2][]float32{}),
+	want: func() []byte {
+		var e byteBuilder
+		e.raw(wantHeader(2, 1, 2, 104, 168, 184))
+		e.imagePattern(9)
+		e.zeros(6) // 98 -> 104
+		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)
+		e.u32s(0x3DCCCCCD, 0x3E4CCCCD, 0x3E99999A, 0x3ECCCCCD, 0, 0, 0, 0)
+		e.u32s(0x3F800000, 0x3F800000, 0x3F800000, 0) // mask
+		e.str("TWMD")
+		e.u32s(1, 88, 0)
+		e.u64(2)
+		e.record0()
+		e.i32(3)
+		e.i32(0)
+		e.record1()
+		e.i32(7)
+		e.i32(-1)
 		return e.b
 	},
 }}

@@ -329,9 +329,10 @@ func (r *Reader) BoxCount(i int) int {
 		return int(r.recordBoxCount(i))
 	}
 	mask := r.MaskRaw(i)
-	d := r.layout.DType.Size()
+	bd := r.layout.DType.BoxDType()
+	d := bd.Size()
 	n := 0
-	for n < r.layout.MaxBoxes && element(mask[n*d:], r.layout.DType) != 0 {
+	for n < r.layout.MaxBoxes && element(mask[n*d:], bd) != 0 {
 		n++
 	}
 	return n
@@ -341,11 +342,12 @@ func (r *Reader) BoxCount(i int) int {
 func (r *Reader) Boxes(i int) [][4]float32 {
 	raw := r.BoxesRaw(i)
 	n := r.BoxCount(i)
-	d := r.layout.DType.Size()
+	bd := r.layout.DType.BoxDType()
+	d := bd.Size()
 	out := make([][4]float32, n)
 	for j := range out {
 		for k := range 4 {
-			out[j][k] = element(raw[(4*j+k)*d:], r.layout.DType)
+			out[j][k] = element(raw[(4*j+k)*d:], bd)
 		}
 	}
 	return out
@@ -354,10 +356,11 @@ func (r *Reader) Boxes(i int) [][4]float32 {
 // Mask returns sample i's full [max_boxes] mask, decoded.
 func (r *Reader) Mask(i int) []float32 {
 	raw := r.MaskRaw(i)
-	d := r.layout.DType.Size()
+	bd := r.layout.DType.BoxDType()
+	d := bd.Size()
 	out := make([]float32, r.layout.MaxBoxes)
 	for j := range out {
-		out[j] = element(raw[j*d:], r.layout.DType)
+		out[j] = element(raw[j*d:], bd)
 	}
 	return out
 }
@@ -440,7 +443,7 @@ func (r *Reader) checkSample(i int) error {
 		}
 	}
 	raw := r.BoxesRaw(i)
-	row := 4 * r.layout.DType.Size()
+	row := 4 * r.layout.DType.BoxDType().Size()
 	for j := ones; j < r.layout.MaxBoxes; j++ {
 		for _, c := range raw[j*row : (j+1)*row] {
 			if c != 0 {

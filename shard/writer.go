@@ -131,7 +131,8 @@ func (w *Writer) Append(s Sample) error {
 		return w.err
 	}
 	l := w.layout
-	d := l.DType.Size()
+	bd := l.DType.BoxDType()
+	d := bd.Size()
 
 	boxes := grow(&w.boxes, int(l.boxBytes()))
 	mask := grow(&w.mask, int(l.maskBytes()))
@@ -140,13 +141,13 @@ func (w *Writer) Append(s Sample) error {
 		var m float32
 		if j < len(s.Boxes) {
 			for k, v := range s.Boxes[j] {
-				putElement(row[k*d:], l.DType, v)
+				putElement(row[k*d:], bd, v)
 			}
 			m = 1
 		} else {
 			clear(row)
 		}
-		putElement(mask[j*d:], l.DType, m)
+		putElement(mask[j*d:], bd, m)
 	}
 
 	record := grow(&w.records, l.RecordSize())
@@ -239,7 +240,9 @@ func (w *Writer) finish() (Result, error) {
 	var metaHeader [MetaHeaderSize]byte
 	encodeMetaHeader(metaHeader[:], w.layout, n)
 	var zeros [sectionAlign]byte
+	imageEnd := s.imageOffset + n*uint64(w.layout.ImageBytes())
 	tail := [...][]byte{
+		zeros[:s.boxesOffset-imageEnd], // U8 images: up to 7 bytes before the F32 boxes
 		w.boxes, w.mask,
 		zeros[:s.metaOffset-s.maskEnd],
 		metaHeader[:], w.records, w.extras,
@@ -267,7 +270,7 @@ func (w *Writer) finish() (Result, error) {
 	if err := w.buf.Flush(); err != nil {
 		return Result{}, fmt.Errorf("shard: write images: %w", err)
 	}
-	off := int64(s.boxesOffset)
+	off := int64(imageEnd)
 	for _, b := range tail {
 		if _, err := w.file.WriteAt(b, off); err != nil {
 			return Result{}, fmt.Errorf("shard: write trailing sections: %w", err)

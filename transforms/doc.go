@@ -62,7 +62,8 @@
 // # Output layout
 //
 // out is CHW: element (c, y, x) is at byte ((c*Height + y)*Width + x) * size,
-// little-endian, with size 4 for F32 and 2 for F16. Every byte is written.
+// little-endian, with size 4 for F32, 2 for F16 and 1 for U8. Every byte is
+// written.
 //
 // # Geometry
 //
@@ -146,6 +147,9 @@
 // value = (v/255 - Mean[c]) / Std[c] (or v/255 when Std is zero) in float64,
 // rounded to float32, and for F16 that float32 rounded to binary16 (round
 // to nearest even, x448/float16). Pad pixels go through the same table.
+// U8 writes the resampled pixel v itself (and the pad value as it is); the
+// table's float32 column is what a reader that normalizes a U8 image must
+// produce, so a U8 image normalized through it equals the F32 output.
 //
 // # Determinism
 //

@@ -5,7 +5,8 @@ import "encoding/binary"
 // normalizer turns 8-bit RGB into the output elements through one lookup
 // table per channel, built once from the Spec: no float arithmetic happens
 // per pixel, so the output bits depend only on the table, which is computed
-// the same way everywhere (see Spec.encodeValue).
+// the same way everywhere (see Spec.encodeValue). For U8 it only splits the
+// packed pixels into CHW planes.
 type normalizer struct {
 	dtype      DType
 	width      int // target width in elements
@@ -26,6 +27,8 @@ func newNormalizer(s Spec) normalizer {
 			binary.LittleEndian.PutUint32(n.pad[c][:], n.f32[c][s.Pad])
 		case F16:
 			binary.LittleEndian.PutUint16(n.pad[c][:], n.f16[c][s.Pad])
+		case U8:
+			n.pad[c][0] = s.Pad
 		}
 	}
 	return n
@@ -57,6 +60,15 @@ func (n *normalizer) writeRow(out []byte, y, x0 int, rgb []byte) {
 			binary.LittleEndian.PutUint16(r[2*x:], n.f16[0][p[0]])
 			binary.LittleEndian.PutUint16(g[2*x:], n.f16[1][p[1]])
 			binary.LittleEndian.PutUint16(b[2*x:], n.f16[2][p[2]])
+		}
+	case U8:
+		off := y*n.width + x0
+		r := out[off : off+pixels]
+		g := out[n.planeBytes+off : n.planeBytes+off+pixels]
+		b := out[2*n.planeBytes+off : 2*n.planeBytes+off+pixels]
+		for x := range pixels {
+			p := rgb[3*x : 3*x+3]
+			r[x], g[x], b[x] = p[0], p[1], p[2]
 		}
 	}
 }

@@ -91,3 +91,43 @@ func f16At(out []byte, w, h, c, y, x int) uint16 {
 func f32At(out []byte, w, h, c, y, x int) uint32 {
 	return binary.LittleEndian.Uint32(out[4*((c*h+y)*w+x):])
 }
+
+// TestU8MatchesFloatOutputs runs every golden input through the same spec in
+// U8, F16 and F32: the U8 output is the resampled pixels, so normalizing it
+// through the spec's float32 table gives the F32 output bit for bit, and
+// without normalization round(255 x the F16 output) gives it back exactly.
+func TestU8MatchesFloatOutputs(t *testing.T) {
+	for _, c := range goldenCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			outputs := map[DType][]byte{}
+			for _, d := range []DType{U8, F16, F32} {
+				s := c.spec
+				s.DType = d
+				out := make([]byte, s.OutputBytes())
+				if err := c.run(mustTransformer(t, s), out); err != nil {
+					t.Fatal(err)
+				}
+				outputs[d] = out
+			}
+			u8, f16, f32 := outputs[U8], outputs[F16], outputs[F32]
+			if len(u8) != 3*c.spec.Width*c.spec.Height {
+				t.Fatalf("U8 output is %d bytes, want %d", len(u8), 3*c.spec.Width*c.spec.Height)
+			}
+			plane := c.spec.Width * c.spec.Height
+			n := newNormalizer(c.spec)
+			for k, v := range u8 {
+				ch := k / plane
+				if got, want := n.f32[ch][v], binary.LittleEndian.Uint32(f32[4*k:]); got != want {
+					t.Fatalf("element %d: table[%d][%d] = %#x, F32 output %#x", k, ch, v, got, want)
+				}
+				if c.spec.Std != ([3]float64{}) {
+					continue
+				}
+				h := float16.Frombits(binary.LittleEndian.Uint16(f16[2*k:])).Float32()
+				if back := math.Round(255 * float64(h)); back != float64(v) {
+					t.Fatalf("element %d: round(255 x F16 %v) = %v, U8 %d", k, h, back, v)
+				}
+			}
+		})
+	}
+}

@@ -14,6 +14,9 @@ type DType uint8
 const (
 	F32 DType = 0 // IEEE 754 binary32, little-endian
 	F16 DType = 1 // IEEE 754 binary16, little-endian
+	// U8 is the resampled 8-bit pixel itself: normalization is not applied
+	// to the output but recorded for the reader (Spec.Mean, Spec.Std).
+	U8 DType = 2
 )
 
 // Size is the number of bytes of one element, or 0 for an unknown dtype.
@@ -23,17 +26,21 @@ func (d DType) Size() int {
 		return 4
 	case F16:
 		return 2
+	case U8:
+		return 1
 	}
 	return 0
 }
 
-// String is the name used in configs: "f32" or "f16".
+// String is the name used in configs: "f32", "f16" or "u8".
 func (d DType) String() string {
 	switch d {
 	case F32:
 		return "f32"
 	case F16:
 		return "f16"
+	case U8:
+		return "u8"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
@@ -45,8 +52,10 @@ func ParseDType(s string) (DType, error) {
 		return F32, nil
 	case "f16":
 		return F16, nil
+	case "u8":
+		return U8, nil
 	}
-	return 0, fmt.Errorf("transforms: unknown dtype %q (want f32 or f16)", s)
+	return 0, fmt.Errorf("transforms: unknown dtype %q (want f32, f16 or u8)", s)
 }
 
 // ResizeMode says how a source image is brought to the target size.
@@ -116,7 +125,8 @@ func (s Spec) Validate() error {
 	}
 	// The normalization is linear in v, so its extremes are at v = 0 and
 	// v = 255; both must be representable in the output dtype (a tiny std
-	// overflows f16, whose largest finite value is 65504).
+	// overflows f16, whose largest finite value is 65504). For U8 the
+	// reader applies it in float32, so it must be finite there.
 	for c := range 3 {
 		for _, v := range [2]int{0, 255} {
 			if _, _, ok := s.encodeValue(c, v); !ok {
@@ -145,9 +155,26 @@ func (s Spec) normalizedValue(c, v int) float64 {
 	return float64(x-s.Mean[c]) / s.Std[c]
 }
 
+// NormalizeTable is the float32 value of every pixel value v of each
+// channel c under normalization mean, std: (v/255 - mean[c]) / std[c]
+// computed in float64 and rounded once, or v/255 when std is all zero. It is
+// exactly what an F32 build stores, so a reader that normalizes a U8 image
+// through it reproduces the F32 build's pixels bit for bit.
+func NormalizeTable(mean, std [3]float64) *[3][256]float32 {
+	s := Spec{Mean: mean, Std: std}
+	var t [3][256]float32
+	for c := range 3 {
+		for v := range 256 {
+			t[c][v] = float32(s.normalizedValue(c, v))
+		}
+	}
+	return &t
+}
+
 // encodeValue returns the output bit patterns for pixel value v of channel c:
 // the float64 value rounded to float32, and that float32 rounded to float16
-// (round to nearest even). ok reports whether the value is finite in s.DType.
+// (round to nearest even). ok reports whether the value is finite in s.DType
+// (in float32 for U8, whose readers normalize in float32).
 func (s Spec) encodeValue(c, v int) (f32 uint32, f16 uint16, ok bool) {
 	x := float32(s.normalizedValue(c, v))
 	h := float16.Fromfloat32(x)

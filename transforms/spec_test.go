@@ -14,7 +14,8 @@ func TestDType(t *testing.T) {
 	}{
 		{F32, 4, "f32"},
 		{F16, 2, "f16"},
-		{DType(2), 0, "dtype(2)"},
+		{U8, 1, "u8"},
+		{DType(3), 0, "dtype(3)"},
 	}
 	for _, tt := range tests {
 		if got := tt.d.Size(); got != tt.size {
@@ -25,10 +26,10 @@ func TestDType(t *testing.T) {
 		}
 	}
 	// The numbering is the shard header's dtype field.
-	if F32 != 0 || F16 != 1 {
-		t.Errorf("F32, F16 = %d, %d; the shard header says 0, 1", F32, F16)
+	if F32 != 0 || F16 != 1 || U8 != 2 {
+		t.Errorf("F32, F16, U8 = %d, %d, %d; the shard header says 0, 1, 2", F32, F16, U8)
 	}
-	for _, s := range []string{"f32", "f16"} {
+	for _, s := range []string{"f32", "f16", "u8"} {
 		d, err := ParseDType(s)
 		if err != nil || d.String() != s {
 			t.Errorf("ParseDType(%q) = %v, %v", s, d, err)

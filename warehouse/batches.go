@@ -309,7 +309,7 @@ type Batch struct {
 // newBatch allocates the buffers of a batch of size rows. The byte buffers
 // are 8-aligned so the typed views are valid.
 func newBatch(l shard.Layout, size int) *Batch {
-	d := l.DType.Size()
+	d := l.DType.BoxDType().Size()
 	return &Batch{
 		Layout:     l,
 		Indices:    make([]int, size),
@@ -338,7 +338,7 @@ func (b *Batch) Len() int { return len(b.Indices) }
 // fills them.
 func (b *Batch) rows(j, n int) shard.Rows {
 	l := b.Layout
-	box, msk := l.MaxBoxes*4*l.DType.Size(), l.MaxBoxes*l.DType.Size()
+	box, msk := l.MaxBoxes*4*l.DType.BoxDType().Size(), l.MaxBoxes*l.DType.BoxDType().Size()
 	return shard.Rows{
 		Boxes:      b.Boxes[j*box : (j+n)*box],
 		Mask:       b.Mask[j*msk : (j+n)*msk],
@@ -402,7 +402,7 @@ func (p *batchPool) drain() {
 // Slot returns row j's buffers.
 func (b *Batch) Slot(j int) SampleSlot {
 	l := b.Layout
-	img, box, msk := int(l.ImageBytes()), l.MaxBoxes*4*l.DType.Size(), l.MaxBoxes*l.DType.Size()
+	img, box, msk := int(l.ImageBytes()), l.MaxBoxes*4*l.DType.BoxDType().Size(), l.MaxBoxes*l.DType.BoxDType().Size()
 	return SampleSlot{
 		Image:      b.Images[j*img : (j+1)*img],
 		Boxes:      b.Boxes[j*box : (j+1)*box],
@@ -443,11 +443,59 @@ func (b *Batch) ImagesF32() []float32 {
 	return littleFloat32s(b.Images)
 }
 
+// ImagesU8 is Images of a U8 batch: the resampled pixels, not normalized
+// (see NormalizeImages). It panics on an F16 or F32 batch.
+func (b *Batch) ImagesU8() []byte {
+	if b.Layout.DType != shard.U8 {
+		panic("warehouse: ImagesU8 on a " + b.Layout.DType.String() + " batch")
+	}
+	return b.Images
+}
+
+// NormalizeImages writes the batch's images as float32 into dst (grown to
+// len [B][C][H][W] if short) and returns it: a U8 batch through table
+// (Reader.NormalizeTable: bit for bit what an F32 build of the same config
+// stores), an F16 batch decoded, an F32 batch copied.
+func (b *Batch) NormalizeImages(dst []float32, table *[3][256]float32) []float32 {
+	n := len(b.Images) / b.Layout.DType.Size()
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	switch b.Layout.DType {
+	case shard.U8:
+		plane := b.Layout.Width * b.Layout.Height
+		for k := 0; k < n; k += plane {
+			t := &table[(k/plane)%b.Layout.Channels%3]
+			for x, v := range b.Images[k : k+plane] {
+				dst[k+x] = t[v]
+			}
+		}
+	case shard.F16:
+		f16 := f16Decode()
+		for k := range dst {
+			dst[k] = f16[binary.LittleEndian.Uint16(b.Images[2*k:])]
+		}
+	default:
+		copy(dst, littleFloat32s(b.Images))
+	}
+	return dst
+}
+
+// f16Decode decodes every binary16 bit pattern once.
+var f16Decode = sync.OnceValue(func() []float32 {
+	t := make([]float32, 1<<16)
+	for i := range t {
+		t[i] = float16.Frombits(uint16(i)).Float32()
+	}
+	return t
+})
+
 // BoxesF32 decodes Boxes to float32, [B][max_boxes][4].
-func (b *Batch) BoxesF32() []float32 { return decodeElements(b.Boxes, b.Layout.DType) }
+func (b *Batch) BoxesF32() []float32 { return decodeElements(b.Boxes, b.Layout.DType.BoxDType()) }
 
 // MaskF32 decodes Mask to float32, [B][max_boxes].
-func (b *Batch) MaskF32() []float32 { return decodeElements(b.Mask, b.Layout.DType) }
+func (b *Batch) MaskF32() []float32 { return decodeElements(b.Mask, b.Layout.DType.BoxDType()) }
 
 func littleFloat32s(b []byte) []float32 {
 	if hostLittleEndian {

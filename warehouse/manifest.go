@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -98,8 +99,9 @@ type Extra struct {
 	Offset      int    `json:"offset"`
 }
 
-// ImageStats are per-channel statistics of the image tensors as stored
-// (after normalization), over the image content of every kept sample
+// ImageStats are per-channel statistics of the image values after
+// normalization (as stored for F16 and F32; for U8 the values a reader's
+// normalization gives, those of an F32 build), over the image content of every kept sample
 // (letterbox padding excluded). Drift checks compare them across versions.
 type ImageStats struct {
 	Values int64      `json:"values"` // values per channel
@@ -219,6 +221,18 @@ func ParseManifest(raw []byte) (*Manifest, error) {
 func (m *Manifest) check() error {
 	if _, err := ParseID(m.Version); err != nil {
 		return err
+	}
+	if t := m.Transform; len(t.Mean) != 0 || len(t.Std) != 0 {
+		// A U8 reader normalizes with these: they must describe a
+		// normalization the build could have applied.
+		if len(t.Mean) != 3 || len(t.Std) != 3 {
+			return fmt.Errorf("transform: mean %v and std %v must both have 3 values or both be absent", t.Mean, t.Std)
+		}
+		for c := range 3 {
+			if math.IsNaN(t.Mean[c]) || math.IsInf(t.Mean[c], 0) || !(t.Std[c] > 0) || math.IsInf(t.Std[c], 0) {
+				return fmt.Errorf("transform: channel %d: mean %v std %v, want finite mean and finite std > 0", c, t.Mean[c], t.Std[c])
+			}
+		}
 	}
 	var total int64
 	for i, s := range m.Shards {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"warehouse-etl/shard"
+	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
 )
 
@@ -253,6 +254,19 @@ func (r *Reader) Dir() string { return r.dir }
 // Manifest is the checked manifest. The caller must not modify it.
 func (r *Reader) Manifest() *Manifest { return r.manifest }
 
+// NormalizeTable maps each channel's 8-bit pixel value to the value the
+// build's normalization gives (the manifest's transform.mean and std, or
+// v/255 without them) in float32: for a U8 warehouse, what an F32 build of
+// the same config stores, bit for bit. See Batch.NormalizeImages.
+func (r *Reader) NormalizeTable() *[3][256]float32 {
+	var mean, std [3]float64
+	if t := r.manifest.Transform; len(t.Mean) == 3 && len(t.Std) == 3 {
+		copy(mean[:], t.Mean)
+		copy(std[:], t.Std)
+	}
+	return transforms.NormalizeTable(mean, std)
+}
+
 // Layout is the per-sample layout of every shard.
 func (r *Reader) Layout() shard.Layout { return r.layout }
 
@@ -473,7 +487,8 @@ type Sample struct {
 	r          *shard.Reader
 }
 
-// DType is the element type of the image, boxes and mask.
+// DType is the element type of the image (and of boxes and mask, except for
+// U8, whose boxes and mask are F32: DType().BoxDType()).
 func (s Sample) DType() shard.DType { return s.r.Layout().DType }
 
 // Image is the raw little-endian CHW image tensor in the shard's dtype.
@@ -483,9 +498,19 @@ func (s Sample) Image() []byte { return s.r.Image(s.ShardIndex) }
 // warehouse (check DType).
 func (s Sample) ImageF16() []uint16 { return s.r.ImageF16(s.ShardIndex) }
 
-// ImageF32 is the image as float32; it panics on an F16 warehouse (check
-// DType).
+// ImageF32 is the image as float32; it panics on an F16 or U8 warehouse
+// (check DType).
 func (s Sample) ImageF32() []float32 { return s.r.ImageF32(s.ShardIndex) }
+
+// ImageU8 is the image of a U8 warehouse: the resampled pixels before
+// normalization (Reader.NormalizeTable maps them to the configured values).
+// It panics on an F16 or F32 warehouse (check DType).
+func (s Sample) ImageU8() []byte {
+	if d := s.DType(); d != shard.U8 {
+		panic("warehouse: ImageU8 on a " + d.String() + " warehouse")
+	}
+	return s.r.Image(s.ShardIndex)
+}
 
 // BoxesRaw is the raw [max_boxes][4] box rows, padding included.
 func (s Sample) BoxesRaw() []byte { return s.r.BoxesRaw(s.ShardIndex) }

@@ -313,12 +313,13 @@ func firstNonFinite(sr *shard.Reader, i int) string {
 	for _, sec := range []struct {
 		name string
 		raw  []byte
+		d    shard.DType
 	}{
-		{"image", sr.Image(i)},
-		{"boxes", sr.BoxesRaw(i)},
-		{"mask", sr.MaskRaw(i)},
+		{"image", sr.Image(i), d}, // U8: every value is a pixel, nonFiniteAt finds none
+		{"boxes", sr.BoxesRaw(i), d.BoxDType()},
+		{"mask", sr.MaskRaw(i), d.BoxDType()},
 	} {
-		if at := nonFiniteAt(sec.raw, d); at >= 0 {
+		if at := nonFiniteAt(sec.raw, sec.d); at >= 0 {
 			return fmt.Sprintf("%s element %d is not finite", sec.name, at)
 		}
 	}

@@ -91,16 +91,20 @@ func columns(m *warehouse.Manifest, l shard.Layout) ([]column, error) {
 		// are positive.
 		return nil, fmt.Errorf("max_boxes %d: the box arrays would have a zero-length dimension", l.MaxBoxes)
 	}
-	d := l.DType.Size()
+	d := l.DType.BoxDType().Size()
 	floatType := dataTypeFloat16
-	if l.DType == shard.F32 {
+	if l.DType.BoxDType() == shard.F32 {
 		floatType = dataTypeFloat32
+	}
+	imageType, imageDesc := floatType, "CHW images as stored in the shards"
+	if l.DType == shard.U8 { // uint8 images, float32 boxes and mask
+		imageType, imageDesc = dataTypeUint8, "CHW uint8 pixels as stored in the shards, before the normalization in warehouse.transform (mean, std)"
 	}
 	b := l.MaxBoxes
 	cols := []column{
-		{name: "images", dataType: floatType, elemSize: d, shape: []int{l.Channels, l.Height, l.Width},
+		{name: "images", dataType: imageType, elemSize: l.DType.Size(), shape: []int{l.Channels, l.Height, l.Width},
 			dims: []string{"channel", "y", "x"}, fill: "0",
-			attrs:   map[string]any{"description": "CHW images as stored in the shards"},
+			attrs:   map[string]any{"description": imageDesc},
 			sample:  func(_ []byte, sr *shard.Reader, i int) []byte { return sr.Image(i) },
 			section: func(h shard.Header) uint64 { return h.ImageOffset }},
 		{name: "boxes", dataType: floatType, elemSize: d, shape: []int{b, 4},

@@ -25,6 +25,7 @@ const (
 	dataTypeInt32   = "int32"
 	dataTypeInt64   = "int64"
 	dataTypeUint32  = "uint32"
+	dataTypeUint8   = "uint8"
 	dataTypeUint64  = "uint64"
 )
 

@@ -157,7 +157,7 @@ func goReaderArrays(t *testing.T, dir string, m *warehouse.Manifest) (names []st
 	return names, values
 }
 
-// TestExportZarrReadByZarrita builds f16 and f32 warehouses from the
+// TestExportZarrReadByZarrita builds f16, f32 and u8 warehouses from the
 // capture demo and an f16 one with extras from the kinodb demo, exports
 // each with the CLI with and without zstd, opens every store with zarrita.js
 // and compares every value of every array with the Go shard reader.
@@ -170,6 +170,8 @@ func TestExportZarrReadByZarrita(t *testing.T) {
 	}{
 		{"capture f16", demoRoot(t), map[string]any{"dtype": "f16", "target_size": []int{40, 24}, "max_boxes": 4, "shard_target_mb": 0.03, "thresholds": thresholds}},
 		{"capture f32", demoRoot(t), map[string]any{"dtype": "f32", "target_size": []int{40, 24}, "max_boxes": 4, "shard_target_mb": 0.05, "thresholds": thresholds}},
+		// Odd size: U8 images of 3*39*23 bytes, so the shards pad before their f32 boxes.
+		{"capture u8", demoRoot(t), map[string]any{"dtype": "u8", "target_size": []int{39, 23}, "max_boxes": 4, "shard_target_mb": 0.02, "thresholds": thresholds}},
 		{"kdb f16 extras", kdbDemoFile(t), map[string]any{"source": map[string]any{"kind": "kdb", "root": kdbDemoFile(t), "extras": []string{"state", "action", "reward", "is_terminal"}},
 			"dtype": "f16", "target_size": []int{32, 32}, "max_boxes": 1, "shard_target_mb": 0.05, "thresholds": thresholds}},
 	} {
@@ -253,7 +255,10 @@ func checkZarritaDump(t *testing.T, d zarritaDump, m *warehouse.Manifest, names 
 		t.FailNow()
 	}
 	for _, dtype := range []string{"images", "boxes", "box_mask"} {
-		wantType := map[string]string{"F16": "float16", "F32": "float32"}[m.DefaultDType]
+		wantType := map[string]string{"F16": "float16", "F32": "float32", "U8": "float32"}[m.DefaultDType]
+		if dtype == "images" && m.DefaultDType == "U8" {
+			wantType = "uint8"
+		}
 		if d.Arrays[dtype].DataType != wantType {
 			t.Errorf("%s data_type %s, want %s", dtype, d.Arrays[dtype].DataType, wantType)
 		}

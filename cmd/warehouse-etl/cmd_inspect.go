@@ -318,23 +318,33 @@ var letterboxColor = color.RGBA{128, 128, 128, 255}
 
 // renderSample turns sample s back into an RGB picture: each stored value
 // v is de-normalized (v*std + mean when the warehouse normalizes, v
-// otherwise), scaled by 255, rounded and clamped. The letterbox content
+// otherwise), scaled by 255, rounded and clamped; a U8 image is drawn as
+// stored. The letterbox content
 // rectangle is outlined in grey (dashed), every box in its class colour (2
 // pixels, inside the box) with the class name above it.
 func renderSample(m *warehouse.Manifest, s warehouse.Sample) *image.RGBA {
 	t := m.Transform
 	w, h := t.TargetWidth, t.TargetHeight
-	values := imageFloat32(s)
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	normalized := len(t.Mean) == 3 && len(t.Std) == 3
-	for c := range 3 {
-		plane := values[c*w*h : (c+1)*w*h]
-		for i, v := range plane {
-			x := float64(v)
-			if normalized {
-				x = x*t.Std[c] + t.Mean[c]
+	if s.DType() == shard.U8 {
+		// The stored pixels are the image before normalization.
+		pix := s.ImageU8()
+		for c := range 3 {
+			for i, v := range pix[c*w*h : (c+1)*w*h] {
+				img.Pix[4*i+c] = v
 			}
-			img.Pix[4*i+c] = uint8(math.Round(math.Min(255, math.Max(0, x*255))))
+		}
+	} else {
+		values := imageFloat32(s)
+		normalized := len(t.Mean) == 3 && len(t.Std) == 3
+		for c := range 3 {
+			for i, v := range values[c*w*h : (c+1)*w*h] {
+				x := float64(v)
+				if normalized {
+					x = x*t.Std[c] + t.Mean[c]
+				}
+				img.Pix[4*i+c] = uint8(math.Round(math.Min(255, math.Max(0, x*255))))
+			}
 		}
 	}
 	for i := range w * h {

@@ -37,9 +37,15 @@ func decodePNG(t *testing.T, path string) image.Image {
 // the standard library, pixel for pixel outside the drawn boxes and labels;
 // and each box outline must sit on the box's pixel edges.
 func TestInspectRendersSampleBackToItsSource(t *testing.T) {
+	for _, dtype := range []string{"f16", "u8"} {
+		t.Run(dtype, func(t *testing.T) { inspectRendersSampleBackToItsSource(t, dtype) })
+	}
+}
+
+func inspectRendersSampleBackToItsSource(t *testing.T, dtype string) {
 	root := demoRoot(t)
 	dir, _ := smallDemo(t, map[string]any{
-		"target_size": []int{200, 150}, "resize_mode": "none",
+		"target_size": []int{200, 150}, "resize_mode": "none", "dtype": dtype,
 		"thresholds": map[string]any{"invalid": map[string]any{"max_ratio": 0.9}, "missing": map[string]any{"max_ratio": 0.5}},
 	})
 	var rec *struct {

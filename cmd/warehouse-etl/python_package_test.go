@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
 
@@ -109,8 +110,19 @@ func dumpReference(t *testing.T, dir, ref string) (samples int, dtype string) {
 		}
 		meta = append(append(meta, line...), '\n')
 	}
-	for name, b := range map[string][]byte{"images.bin": images, "boxes.bin": boxes, "mask.bin": mask,
-		"class_index.bin": classes, "box_count.bin": counts, "extras.bin": extras, "meta.jsonl": meta} {
+	files := map[string][]byte{"images.bin": images, "boxes.bin": boxes, "mask.bin": mask,
+		"class_index.bin": classes, "box_count.bin": counts, "extras.bin": extras, "meta.jsonl": meta}
+	if l.DType == shard.U8 {
+		// What the Go reader's normalization gives (float32, CHW per sample).
+		table := r.NormalizeTable()
+		plane := l.Width * l.Height
+		var norm []byte
+		for k, v := range images {
+			norm = binary.LittleEndian.AppendUint32(norm, math.Float32bits(table[(k/plane)%l.Channels][v]))
+		}
+		files["normalized.bin"] = norm
+	}
+	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(ref, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -313,8 +325,7 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 func recordSize(m *warehouse.Manifest) int { return (80 + 4*m.Transform.MaxBoxes + 7) / 8 * 8 }
 
 // The Python package (python/warehouse_etl) against the Go reader: every
-// tensor, class index and meta field of f16, f32 (and u8, once the CLI
-// builds it) warehouses; the batch plans for a table of options; the
+// tensor, class index and meta field of f16, f32 and u8 warehouses; the batch plans for a table of options; the
 // refusals of damaged warehouses, word for word; the torch DataLoader
 // (exactly-once delivery across ranks, workers, pinning, normalisation) and
 // examples/train.py. The Python side is python/tests (unittest); this test
@@ -352,19 +363,14 @@ func TestPythonPackage(t *testing.T) {
 		}
 		fixtures = append(fixtures, f)
 	}
-	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data, "WAREHOUSE_ETL_REPO=" + mustAbs(t, "../..")}
-	// u8 storage: the CLI builds it once the Go side lands; until then the
-	// config is refused as a usage error naming the dtype, and only then is
-	// the u8 part skipped.
-	u8, res, ok := build("u8", map[string]any{"dtype": "u8", "target_size": []int{64, 48}, "shard_target_mb": 0.05, "normalize": norm})
-	if ok {
-		fixtures = append(fixtures, u8)
-		env = append(env, "WAREHOUSE_ETL_EXPECT_U8=1")
-	} else if res.code == exitUsage && strings.Contains(res.stderr, `dtype "u8"`) {
-		t.Logf("u8 part skipped: the CLI does not build u8 yet: %s", strings.TrimSpace(res.stderr))
-	} else {
+	// U8 storage: uint8 images with f32 boxes, normalized by the readers.
+	u8, res, ok := build("u8", map[string]any{"dtype": "u8", "target_size": []int{63, 47}, "shard_target_mb": 0.05, "normalize": norm})
+	if !ok {
 		t.Fatalf("u8: build exit %d\n%s", res.code, res.stderr)
 	}
+	fixtures = append(fixtures, u8)
+	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data,
+		"WAREHOUSE_ETL_REPO=" + mustAbs(t, "../.."), "WAREHOUSE_ETL_EXPECT_U8=1"}
 	writeJSON(t, filepath.Join(data, "fixtures.json"), fixtures)
 	writeJSON(t, filepath.Join(data, "damaged.json"), damagedCases(t, fixtures[0].Dir))
 
@@ -376,11 +382,8 @@ func TestPythonPackage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("python tests failed: %v", err)
 	}
-	if ok && !strings.Contains(string(out), "test_u8") {
-		t.Fatal("a u8 warehouse was built but no u8 test ran")
-	}
-	if !ok {
-		t.Run("u8", func(t *testing.T) { t.Skip("the CLI refuses dtype u8: " + strings.TrimSpace(res.stderr)) })
+	if !strings.Contains(string(out), "test_u8") {
+		t.Fatal("no u8 test ran")
 	}
 }
 

@@ -148,6 +148,32 @@ class Warehouse:
     def __exit__(self, *exc):
         self.close()
 
+    def normalize_table(self):
+        """The build's normalisation as a float32 table of shape (3, 256): row c maps the
+        8-bit pixel value p of channel c to ``(p/255 - mean[c]) / std[c]`` (``p/255``
+        without mean/std), computed in float64 and rounded once to float32 exactly as
+        the pipeline computes an F32 build's values (shard.md "Images"). Normalising a
+        U8 image through it gives the F32 build's pixels bit for bit."""
+        v = np.arange(256, dtype=np.float64) / 255
+        if self.mean is None:
+            return np.stack([v] * 3).astype(np.float32)
+        return np.stack([(v - self.mean[c]) / self.std[c] for c in range(3)]).astype(np.float32)
+
+    def normalize_images(self, images, out=None):
+        """Float32 images from a batch's ``images`` ([..., C, H, W]): U8 through
+        :meth:`normalize_table` (the F32 build's values, bit for bit), F16 widened,
+        F32 as they are (F16/F32 were normalised by the build)."""
+        images = np.asarray(images)
+        if out is None:
+            out = np.empty(images.shape, dtype=np.float32)
+        if images.dtype != np.uint8:
+            out[...] = images
+            return out
+        table = self.normalize_table()
+        for c in range(images.shape[-3]):
+            np.take(table[c % 3], images[..., c, :, :], out=out[..., c, :, :])
+        return out
+
     @property
     def image_shape(self):
         """(C, H, W) of one image."""

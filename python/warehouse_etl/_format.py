@@ -7,6 +7,7 @@ docs/format/reading.md and docs/format/shard.md ("Validation"); the messages are
 Go reader's (``warehouse/reader_test.go``, ``badInputCases``).
 """
 import json
+import math
 import os
 import posixpath
 import stat
@@ -208,6 +209,17 @@ def parse_manifest(raw):
         bytes.fromhex(version)
     except ValueError:
         raise ValueError(f"version {quote(version)}: encoding/hex: invalid byte") from None
+    t = m["transform"]
+    mean, std = t.get("mean") or [], t.get("std") or []
+    if mean or std:
+        # A U8 reader normalizes with these (warehouse.Manifest.check).
+        vec = lambda v: "[" + " ".join(format_g(x) for x in v) + "]"
+        if len(mean) != 3 or len(std) != 3:
+            raise ValueError(f"transform: mean {vec(mean)} and std {vec(std)} must both have 3 values or both be absent")
+        for c in range(3):
+            if not (math.isfinite(mean[c]) and math.isfinite(std[c]) and std[c] > 0):
+                raise ValueError(f"transform: channel {c}: mean {format_g(mean[c])} std {format_g(std[c])}, "
+                                 f"want finite mean and finite std > 0")
     total = 0
     for i, s in enumerate(m["shards"]):
         problem = _relative_problem(s["relative_path"])

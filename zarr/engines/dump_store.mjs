@@ -131,6 +131,7 @@ function checkShards(node, meta) {
 
 // Little-endian encoders of one value per data type.
 const encoders = {
+	uint8: [1, (v, o, x) => v.setUint8(o, x)],
 	float16: [2, (v, o, x) => setFloat16(v, o, x, true)],
 	float32: [4, (v, o, x) => v.setFloat32(o, x, true)],
 	float64: [8, (v, o, x) => v.setFloat64(o, x, true)],
