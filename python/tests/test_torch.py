@@ -54,32 +54,68 @@ class Loader(unittest.TestCase):
         self.assertNotEqual(first, p["indices"])
         self.assertEqual(loader.sampler.epoch, p["epoch"])
 
-    def test_workers_deliver_each_index_once_per_rank_set(self):
+    def test_readers_deliver_each_index_once_per_rank_set(self):
+        """make_loader's reader threads, and a DataLoader with worker processes built from
+        the parts: each index of an epoch exactly once across the ranks."""
         fx = fixture(self, "f16")
         wh, ref = reference(fx)
         n, batch, world = len(wh), 2, 2
-        for epoch in (0, 1):
-            seen = []
+
+        def thread_loader(rank, epoch, **kw):
+            return make_loader(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, num_workers=2, **kw)
+
+        def process_loader(rank, epoch, **kw):
+            sampler = WarehouseBatchSampler(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, **kw)
+            return torch.utils.data.DataLoader(WarehouseDataset(fx["dir"]), batch_size=None, sampler=sampler,
+                                               num_workers=2)
+
+        for name, make in (("threads", thread_loader), ("processes", process_loader)):
+            for epoch in (0, 1):
+                seen = []
+                for rank in range(world):
+                    for b in make(rank, epoch):
+                        self.assertEqual(b["images"].is_shared(), name == "processes")
+                        idx = b["index"].numpy()
+                        self.assertEqual(raw(b["images"].numpy()), raw(ref.images[idx]))
+                        seen.extend(idx.tolist())
+                # drop: no index twice in an epoch across all ranks, and exactly
+                # floor(N / (world*batch)) * world * batch of them delivered.
+                self.assertEqual(len(seen), len(set(seen)), name)
+                self.assertEqual(len(seen), n // (world * batch) * world * batch, name)
+                self.assertTrue(set(seen) <= set(range(n)), name)
+            # pad: every index at least once, the repeats are the only duplicates.
+            seen, repeats = [], 0
             for rank in range(world):
-                loader = make_loader(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, num_workers=2)
+                for b in make(rank, 0, remainder="pad"):
+                    seen.extend(b["index"].tolist())
+                    repeats += b["repeats"]
+            self.assertEqual(set(seen), set(range(n)), name)
+            self.assertEqual(len(seen) - repeats, n, name)
+
+    def test_kept_batches_are_never_overwritten(self):
+        """Batch memory is reused only when nothing references it: batches (and slices of
+        them) kept across an epoch still hold their samples, while a loop that drops each
+        batch runs in a bounded set of buffers."""
+        fx = fixture(self, "u8")
+        wh, ref = reference(fx)
+        for workers in (0, 2):
+            loader = make_loader(fx["dir"], 3, seed=5, num_workers=workers)
+            kept = list(loader)                                   # whole batches
+            slices = [b["images"][1:2] for b in make_loader(fx["dir"], 3, seed=6, num_workers=workers)]
+            for _ in range(3):                                    # more epochs that churn the pool
                 for b in loader:
-                    self.assertTrue(b["images"].is_shared())
-                    idx = b["index"].numpy()
-                    self.assertEqual(raw(b["images"].numpy()), raw(ref.images[idx]))
-                    seen.extend(idx.tolist())
-            # drop: no index twice in an epoch across all ranks, and exactly
-            # floor(N / (world*batch)) * world * batch of them delivered.
-            self.assertEqual(len(seen), len(set(seen)))
-            self.assertEqual(len(seen), n // (world * batch) * world * batch)
-            self.assertTrue(set(seen) <= set(range(n)))
-        # pad: every index at least once, the repeats are the only duplicates.
-        seen, repeats = [], 0
-        for rank in range(world):
-            for b in make_loader(fx["dir"], 3, seed=3, rank=rank, world=world, remainder="pad", num_workers=2):
-                seen.extend(b["index"].tolist())
-                repeats += b["repeats"]
-        self.assertEqual(set(seen), set(range(n)))
-        self.assertEqual(len(seen) - repeats, n)
+                    pass
+            for b in kept:
+                self.assertEqual(raw(b["images"].numpy()), raw(ref.images[b["index"].numpy()]))
+                self.assertEqual(raw(b["boxes"].numpy()), raw(ref.boxes[b["index"].numpy()]))
+            want = [b["index"].numpy()[1:2] for b in make_loader(fx["dir"], 3, seed=6)]
+            for got, idx in zip(slices, want):
+                self.assertEqual(raw(got.numpy()), raw(ref.images[idx]))
+            ptrs = set()
+            for _ in range(3):
+                for b in loader:
+                    ptrs.add(b["images"].data_ptr())
+            self.assertLessEqual(len(ptrs), 2 * workers + 4, f"{workers} readers: {len(ptrs)} buffers")
 
     def test_pin_memory(self):
         fx = fixture(self, "f16")

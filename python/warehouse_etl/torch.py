@@ -22,7 +22,12 @@ Each loader item is a dict of tensors:
 The batch order is the Go reader's for the same (seed, epoch, rank, world, shuffle,
 remainder): every rank computes it alone (docs/format/reading.md).
 """
-from typing import NamedTuple
+import collections
+import mmap
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -40,9 +45,11 @@ _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32,
 
 class PlannedBatch(NamedTuple):
     """One batch of a rank's epoch: ``indices`` (int64 array of global sample indices)
-    and ``repeats`` (how many of the last rows are wrap-around padding)."""
+    and ``repeats`` (how many of the last rows are wrap-around padding). ``pending`` is
+    the read already under way in a reader thread of :func:`make_loader`, or None."""
     indices: np.ndarray
     repeats: int
+    pending: Any = None
 
 
 def distributed_rank_world(rank=None, world=None):
@@ -98,8 +105,8 @@ class WarehouseBatchSampler(Sampler):
 
 
 def _empty(shape, dtype, shared):
-    """An uninitialised tensor; in shared memory (no copy when a DataLoader worker sends
-    it to the main process) when ``shared``."""
+    """An uninitialised tensor in shared memory (no copy when a DataLoader worker sends
+    it to the main process) when ``shared``, else in ordinary memory."""
     if not shared:
         return torch.empty(shape, dtype=dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
@@ -107,13 +114,75 @@ def _empty(shape, dtype, shared):
     return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
 
 
+class _BatchMemory:
+    """Recycles the memory of batches that nothing references any more.
+
+    Every batch's tensors are views (``torch.frombuffer``) of one anonymous mapping, and
+    each view holds a reference to it: a mapping whose reference count is back to the
+    pool's own is referenced by no tensor, view or slice, so its next batch may
+    overwrite it. A batch the caller keeps (a list of batches, a slice of one) keeps its
+    mapping out of reach; the pool then maps a new one. So the memory of a training
+    loop's batches is written once and reused, without the page faults (and the kernel
+    zeroing) of fresh memory per batch, and no batch is ever overwritten under a caller.
+    Mappings ask for transparent huge pages where the kernel offers them."""
+
+    def __init__(self, limit):
+        self._lock = threading.Lock()
+        self._pool = []
+        self._limit = max(int(limit), 1)
+
+    def take(self, nbytes):
+        with self._lock:
+            for k in range(len(self._pool)):
+                # Two references: the pool's list and getrefcount's argument.
+                if len(self._pool[k]) == nbytes and sys.getrefcount(self._pool[k]) == 2:
+                    return self._pool[k]
+            m = mmap.mmap(-1, nbytes)
+            if hasattr(mmap, "MADV_HUGEPAGE"):
+                try:
+                    m.madvise(mmap.MADV_HUGEPAGE)
+                except OSError:
+                    pass
+            self._pool.append(m)
+            if len(self._pool) > self._limit:
+                del self._pool[0]  # busy or not: its tensors keep it alive while needed
+            return m
+
+
+def _carve(m, specs):
+    """Tensors of (name, shape, dtype) laid out one after another in mapping ``m``,
+    each at a 64-byte boundary."""
+    out, off = {}, 0
+    for name, shape, dtype in specs:
+        n = int(np.prod(shape, dtype=np.int64))
+        if n == 0:
+            out[name] = torch.empty(shape, dtype=dtype)
+            continue
+        out[name] = torch.frombuffer(m, dtype=dtype, count=n, offset=off).view(shape)
+        off += -(-n * out[name].element_size() // 64) * 64
+    return out
+
+
+def _carve_bytes(specs):
+    total = 0
+    for _, shape, dtype in specs:
+        n = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        total += -(-n // 64) * 64
+    return max(total, 64)
+
+
 class WarehouseDataset(Dataset):
     """Map-style dataset over a warehouse. ``ds[i]`` (an int) is one sample as a dict of
     tensors (``image`` [C,H,W], ``boxes``, ``mask``, ``class_index``, ``box_count``,
     ``extras``, ``index``); ``ds[indices]`` (a sequence, an int array or a
     :class:`PlannedBatch`) reads the whole batch with ``Warehouse.read_batch`` straight
-    into the tensors of the module docstring. In a DataLoader worker the tensors are
-    allocated in shared memory, so handing them to the main process copies nothing.
+    into the tensors of the module docstring.
+
+    In the process that iterates (``make_loader``'s reader threads, or a DataLoader with
+    ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
+    references that batch any more (no page faults per batch; a batch you keep is never
+    overwritten). In a DataLoader worker process they are allocated in shared memory,
+    so handing them to the main process copies nothing.
 
     Picklable: workers get the checked manifest and reopen the shard files lazily.
     ``normalize=True`` turns U8 images into float32 ``(p/255 - mean)/std`` with the
@@ -125,13 +194,18 @@ class WarehouseDataset(Dataset):
     def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False):
         self.wh = _open(warehouse, ignore_thresholds)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
-        self._scratch = None
+        self._init_local()
+
+    def _init_local(self):
+        self._local = threading.local()  # per reader thread: records and U8 scratch
+        self._memory = _BatchMemory(8)
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize}
 
     def __setstate__(self, state):
-        self.wh, self.normalize, self._scratch = state["wh"], state["normalize"], None
+        self.wh, self.normalize = state["wh"], state["normalize"]
+        self._init_local()
 
     def __len__(self):
         return len(self.wh)
@@ -144,43 +218,89 @@ class WarehouseDataset(Dataset):
             return out
         repeats = 0
         if isinstance(key, PlannedBatch):
+            if key.pending is not None:
+                return key.pending.result()
             key, repeats = key.indices, key.repeats
         return self._read(np.asarray(key, dtype=np.int64).reshape(-1), repeats, get_worker_info() is not None)
 
     def _scratch_for(self, b):
-        """Per-process arrays that are not returned (records; U8 images to normalise)."""
-        if self._scratch is None or self._scratch["records"].shape[0] != b:
+        """This thread's arrays that are not returned (records; U8 images to normalise)."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None or scratch["records"].shape[0] != b:
             wh = self.wh
-            self._scratch = {"records": np.empty(b, dtype=wh.record_dtype)}
+            scratch = {"records": np.empty(b, dtype=wh.record_dtype)}
             if self.normalize:
-                self._scratch["images"] = np.empty((b,) + wh.image_shape, dtype=wh.image_dtype)
-        return self._scratch
+                scratch["images"] = np.empty((b,) + wh.image_shape, dtype=wh.image_dtype)
+            self._local.scratch = scratch
+        return scratch
 
     def _read(self, idx, repeats, shared):
         wh, b, l = self.wh, idx.shape[0], self.wh.layout
         scratch = self._scratch_for(b)
-        t = {
-            "boxes": _empty((b, l.max_boxes, 4), _TORCH_DTYPES[wh.box_dtype], shared),
-            "mask": _empty((b, l.max_boxes), _TORCH_DTYPES[wh.box_dtype], shared),
-            "class_index": _empty((b, l.max_boxes), torch.int32, shared),
-            "box_count": _empty((b,), torch.int32, shared),
-            "extras": _empty((b, l.extra_f32), torch.float32, shared),
-            "index": _empty((b,), torch.int64, shared),
-        }
-        if self.normalize:
-            images = _empty((b,) + wh.image_shape, torch.float32, shared)
-            raw = scratch["images"]
+        image_dtype = torch.float32 if self.normalize else _TORCH_DTYPES[wh.image_dtype]
+        specs = [("images", (b,) + wh.image_shape, image_dtype),
+                 ("boxes", (b, l.max_boxes, 4), _TORCH_DTYPES[wh.box_dtype]),
+                 ("mask", (b, l.max_boxes), _TORCH_DTYPES[wh.box_dtype]),
+                 ("class_index", (b, l.max_boxes), torch.int32),
+                 ("box_count", (b,), torch.int32),
+                 ("extras", (b, l.extra_f32), torch.float32),
+                 ("index", (b,), torch.int64)]
+        if shared:
+            t = {name: _empty(shape, dtype, True) for name, shape, dtype in specs}
         else:
-            images = _empty((b,) + wh.image_shape, _TORCH_DTYPES[wh.image_dtype], shared)
-            raw = images.numpy()
+            t = _carve(self._memory.take(_carve_bytes(specs)), specs)
         out = {k: v.numpy() for k, v in t.items()}
-        out["images"], out["records"] = raw, scratch["records"]
+        out["records"] = scratch["records"]
+        if self.normalize:
+            out["images"] = scratch["images"]
         wh.read_batch(idx, out=out)
         if self.normalize:
-            wh.normalize_images(raw, out=images.numpy())
-        t["images"] = images
+            wh.normalize_images(out["images"], out=t["images"].numpy())
         t["repeats"] = int(repeats)
         return t
+
+
+class _ReadAheadSampler(WarehouseBatchSampler):
+    """:class:`WarehouseBatchSampler` that starts reading each batch in one of
+    ``threads`` reader threads up to ``ahead`` batches before the DataLoader asks for
+    it; the dataset hands over the finished read (``PlannedBatch.pending``)."""
+
+    def __init__(self, dataset, batch_size, *, threads, ahead, **kwargs):
+        super().__init__(dataset.wh, batch_size, **kwargs)
+        self.dataset, self.threads, self.ahead = dataset, int(threads), max(int(ahead), 1)
+        self._pool = None
+
+    def _read(self, idx, repeats):
+        return self.dataset._read(idx, repeats, shared=False)
+
+    def __iter__(self):
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="warehouse-read")
+        indices, repeats = self._plan()
+        pending = collections.deque()
+        nxt = 0
+
+        def start():
+            nonlocal nxt
+            f = self._pool.submit(self._read, indices[nxt], int(repeats[nxt]))
+            pending.append(PlannedBatch(indices[nxt], int(repeats[nxt]), f))
+            nxt += 1
+
+        try:
+            while nxt < min(self.ahead, indices.shape[0]):
+                start()
+            while pending:
+                pb = pending.popleft()
+                if nxt < indices.shape[0]:
+                    start()
+                yield pb
+        finally:
+            for pb in pending:  # an epoch left early: drop what was read ahead
+                pb.pending.cancel()
+
+    def __del__(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Normalize(torch.nn.Module):
@@ -229,20 +349,29 @@ class WarehouseLoader(DataLoader):
 
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
-                num_workers=0, pin_memory=False, normalize=False, ignore_thresholds=False, persistent_workers=None,
-                prefetch_factor=2, **dataloader_kwargs):
+                num_workers=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
+                **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
-    ``DataLoader(dataset, batch_size=None, sampler=WarehouseBatchSampler(...))``, so each
-    item is one batch dict (module docstring) read in one pass. ``rank``/``world``
-    default to ``torch.distributed``'s when it is initialised, else 0/1.
-    ``persistent_workers`` defaults to ``num_workers > 0``."""
+    ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
+    dicts (module docstring), each read in one pass. ``rank``/``world`` default to
+    ``torch.distributed``'s when it is initialised, else 0/1.
+
+    ``num_workers`` is the number of reader threads in this process, each reading a
+    whole batch (``os.preadv`` and numpy release the GIL, so they run beside the training
+    step) up to ``num_workers * prefetch_factor`` batches ahead; 0 reads each batch when
+    it is asked for. Reader threads instead of DataLoader worker processes because a
+    worker process would add a shared-memory segment, its page faults and a second
+    mapping per batch to work that is otherwise one read into reused memory (measured
+    in bench/read.sh: processes deliver 3-4x fewer samples/s). A DataLoader with worker
+    processes still works with the parts: ``DataLoader(WarehouseDataset(path),
+    batch_size=None, sampler=WarehouseBatchSampler(path, B), num_workers=N)``."""
     ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds)
-    sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
-                                    shuffle=shuffle, remainder=remainder)
-    if persistent_workers is None:
-        persistent_workers = num_workers > 0
-    extra = dict(dataloader_kwargs)
+    kwargs = dict(seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle, remainder=remainder)
     if num_workers > 0:
-        extra["prefetch_factor"] = prefetch_factor
-    return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=num_workers, pin_memory=pin_memory,
-                           persistent_workers=persistent_workers, **extra)
+        sampler = _ReadAheadSampler(ds, batch_size, threads=num_workers, ahead=num_workers * prefetch_factor,
+                                    **kwargs)
+        ds._memory = _BatchMemory(num_workers * prefetch_factor + 4)
+    else:
+        sampler = WarehouseBatchSampler(ds.wh, batch_size, **kwargs)
+    return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=pin_memory,
+                           **dataloader_kwargs)
