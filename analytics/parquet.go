@@ -11,7 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
 // batchRows is both the Arrow batch size (rows held decoded in memory) and
@@ -46,11 +47,21 @@ func writerProperties() *parquet.WriterProperties {
 // and renames it into place on publish. Fill the builders of rb, call
 // endRow after each row, then finish and publish; abort (always safe to
 // defer) removes the temporary file unless publish succeeded.
+//
+// Each batch of rb becomes one row group, written column by column through
+// arrow-go's parquet/file writer (parquet_columns.go), not through
+// parquet/pqarrow: pqarrow imports arrow/flight, and with it gRPC,
+// protobuf and an HTTP/2 stack, which made up a quarter of the binary.
+// The bytes are those pqarrow.FileWriter.Write writes for the same
+// batches with pqarrow.DefaultWriterProps (parquet_columns_test.go
+// compares the two).
 type parquetFile struct {
 	final, tmp string
 	f          *os.File
 	buf        *bufio.Writer // between fw and f; it has no Close, so fw cannot close f before we fsync it
-	fw         *pqarrow.FileWriter
+	fw         *file.Writer
+	columns    []*leafColumn // the Parquet leaf columns of rb's schema, in file order
+	levels     levelBuffers  // scratch for one column chunk
 	rb         *array.RecordBuilder
 	batch      int   // rows in rb
 	rows       int64 // rows written, this batch included
@@ -73,7 +84,15 @@ func createParquet(dir, name string, schema *arrow.Schema) (*parquetFile, error)
 		return nil, err
 	}
 	buf := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(schema, buf, writerProperties(), pqarrow.DefaultWriterProps())
+	props := writerProperties()
+	root, columns, err := parquetSchema(schema, props)
+	var fw *file.Writer
+	if err == nil {
+		// An empty, not nil, key-value list: what pqarrow passes for an
+		// Arrow schema without metadata (nil writes another footer).
+		meta := make(metadata.KeyValueMetadata, 0)
+		fw, err = file.NewParquetWriterWithError(buf, root, file.WithWriterProps(props), file.WithWriteMetadata(meta))
+	}
 	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
@@ -81,7 +100,7 @@ func createParquet(dir, name string, schema *arrow.Schema) (*parquetFile, error)
 	}
 	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	rb.Reserve(batchRows)
-	return &parquetFile{final: filepath.Join(dir, name), tmp: f.Name(), f: f, buf: buf, fw: fw, rb: rb}, nil
+	return &parquetFile{final: filepath.Join(dir, name), tmp: f.Name(), f: f, buf: buf, fw: fw, columns: columns, rb: rb}, nil
 }
 
 // endRow finishes the row whose columns were just appended.
@@ -101,10 +120,28 @@ func (p *parquetFile) flush() error {
 	rec := p.rb.NewRecordBatch()
 	defer rec.Release()
 	p.batch = 0
-	if err := p.fw.Write(rec); err != nil {
+	if err := p.writeRowGroup(rec); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(p.final), err)
 	}
 	return nil
+}
+
+// writeRowGroup writes rec as one row group, one leaf column at a time.
+func (p *parquetFile) writeRowGroup(rec arrow.RecordBatch) error {
+	rgw, err := p.fw.AppendRowGroupChecked()
+	if err != nil {
+		return err
+	}
+	for _, c := range p.columns {
+		cw, err := rgw.NextColumn()
+		if err != nil {
+			return err
+		}
+		if err := c.write(cw, rec.Column(c.top), &p.levels); err != nil {
+			return fmt.Errorf("column %s: %w", cw.Descr().Path(), err)
+		}
+	}
+	return rgw.Close()
 }
 
 // finish writes the footer and fsyncs the file under its temporary name.
