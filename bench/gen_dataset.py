@@ -105,8 +105,16 @@ def make_run(root, fmt, run, frames):
             final = os.path.join(run_dir, "images", f"frame_{f:05d}.{EXT[fmt]}")
             os.replace(final + ".tmp", final)
     for f in range(frames):
-        with open(os.path.join(run_dir, "labels", f"frame_{f:05d}.json"), "w") as fh:
-            json.dump(label(fmt, run, f, w, h), fh)
+        # Rewrite a label only when it changes: an unchanged dataset keeps its
+        # mtimes, so a warehouse built from it stays up to date.
+        path = os.path.join(run_dir, "labels", f"frame_{f:05d}.json")
+        text = json.dumps(label(fmt, run, f, w, h))
+        if os.path.exists(path):
+            with open(path) as fh:
+                if fh.read() == text:
+                    continue
+        with open(path, "w") as fh:
+            fh.write(text)
 
 
 def main():
