@@ -46,9 +46,12 @@ type Config struct {
 
 // Source names the input layout and where it lives.
 type Source struct {
-	Kind      string   `json:"kind"`       // capture | wshard | kdb | roverd
-	Root      string   `json:"root"`       // dataset root (a directory; wshard/kdb also a file or a glob), relative to the config file
+	Kind      string   `json:"kind"`       // capture | coco | yolo | wshard | kdb | roverd
+	Root      string   `json:"root"`       // dataset root (a directory; wshard/kdb also a file or a glob; yolo also its data.yaml), relative to the config file
 	LabelKeys []string `json:"label_keys"` // capture: label list keys, first present wins
+	// Detection datasets.
+	Annotations string `json:"annotations"` // coco: the instances JSON file, relative to the config file
+	Split       string `json:"split"`       // yolo: train | val | test ("" = train)
 	// Episode sources.
 	Camera            string   `json:"camera"`             // image channel (wshard), camera name (kdb) or camera sensor (roverd); "" = the source's default
 	Extras            []string `json:"extras"`             // channels/fields carried per sample as f32 tensors, e.g. "action/ctrl", "reward", "imu/acc"
@@ -59,7 +62,7 @@ type Source struct {
 }
 
 // SourceKinds are the known source.kind values.
-var SourceKinds = []string{"capture", "kdb", "wshard", "roverd"}
+var SourceKinds = []string{"capture", "coco", "yolo", "kdb", "wshard", "roverd"}
 
 // Normalize is the per-channel normalization after scaling pixels to [0,1]:
 // (v/255 - mean[c]) / std[c]. Both empty means v/255.
@@ -169,8 +172,23 @@ func (c *Config) Validate() error {
 	if !slices.Contains(SourceKinds, c.Source.Kind) {
 		bad("source.kind %q: known kinds are %s", c.Source.Kind, strings.Join(SourceKinds, ", "))
 	}
-	if c.Source.Kind == "capture" && (c.Source.Camera != "" || len(c.Source.Extras) > 0) {
-		bad("source.camera and source.extras apply to episode sources, not capture")
+	switch c.Source.Kind {
+	case "capture", "coco", "yolo":
+		if c.Source.Camera != "" || len(c.Source.Extras) > 0 {
+			bad("source.camera and source.extras apply to episode sources, not %s", c.Source.Kind)
+		}
+	}
+	if (c.Source.Kind == "coco") != (c.Source.Annotations != "") {
+		bad("source.annotations: required for coco sources and for them only")
+	}
+	if c.Source.Kind == "yolo" && c.Source.Split == "" {
+		c.Source.Split = "train"
+	}
+	switch {
+	case c.Source.Kind != "yolo" && c.Source.Split != "":
+		bad("source.split applies to yolo sources only")
+	case c.Source.Kind == "yolo" && !slices.Contains([]string{"train", "val", "test"}, c.Source.Split):
+		bad("source.split %q: must be train, val or test", c.Source.Split)
 	}
 	if c.Source.ToleranceMs < 0 || math.IsNaN(c.Source.ToleranceMs) || math.IsInf(c.Source.ToleranceMs, 0) {
 		bad("source.tolerance_ms %v: must be finite and >= 0", c.Source.ToleranceMs)

@@ -25,7 +25,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad pad", `{"source": {"root": "x"}, "pad_value": 256}`, `pad_value 256`},
 		{"half normalize", `{"source": {"root": "x"}, "normalize": {"mean": [0.5, 0.5, 0.5]}}`, `normalize.mean and normalize.std must both have 3 values`},
 		{"zero std", `{"source": {"root": "x"}, "normalize": {"mean": [0, 0, 0], "std": [1, 0, 1]}}`, `normalize channel 1`},
-		{"bad kind", `{"source": {"kind": "coco", "root": "x"}}`, `source.kind "coco"`},
+		{"bad kind", `{"source": {"kind": "voc", "root": "x"}}`, `source.kind "voc": known kinds are capture, coco, yolo, kdb, wshard, roverd`},
+		{"coco without annotations", `{"source": {"kind": "coco", "root": "x"}}`, `source.annotations: required for coco sources and for them only`},
+		{"annotations on capture", `{"source": {"root": "x", "annotations": "a.json"}}`, `source.annotations: required for coco sources and for them only`},
+		{"split on coco", `{"source": {"kind": "coco", "root": "x", "annotations": "a.json", "split": "val"}}`, `source.split applies to yolo sources only`},
+		{"bad split", `{"source": {"kind": "yolo", "root": "x", "split": "training"}}`, `source.split "training": must be train, val or test`},
+		{"extras on yolo", `{"source": {"kind": "yolo", "root": "x", "extras": ["a"]}}`, `source.camera and source.extras apply to episode sources, not yolo`},
 		{"repeated class", `{"source": {"root": "x"}, "classes": ["a", "a"]}`, `classes: "a" is empty or repeated`},
 		{"bad shard size", `{"source": {"root": "x"}, "shard_target_mb": 0}`, `shard_target_mb 0`},
 		{"boxes on capture", `{"source": {"root": "x", "boxes": "label/boxes"}}`, `source.boxes and source.box_classes apply to wshard sources only`},
@@ -121,5 +126,19 @@ func TestDemoConfigParses(t *testing.T) {
 	}
 	if cfg.Source.Root != "../testdata/capture" {
 		t.Fatalf("demo root %q", cfg.Source.Root)
+	}
+}
+
+// A yolo source reads the train split unless the config names another.
+func TestYOLOSplitDefault(t *testing.T) {
+	for src, want := range map[string]string{
+		`{"source": {"kind": "yolo", "root": "x"}}`:                          "train",
+		`{"source": {"kind": "yolo", "root": "x", "split": "val"}}`:          "val",
+		`{"source": {"kind": "coco", "root": "x", "annotations": "a.json"}}`: "",
+	} {
+		c, err := Parse([]byte(src))
+		if err != nil || c.Source.Split != want {
+			t.Errorf("%s: split %q, %v; want %q", src, c.Source.Split, err, want)
+		}
 	}
 }

@@ -79,6 +79,15 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("source.extras", strings.Join(c.Source.Extras, ","))
 	r.Set("source.tolerance_ms", c.Source.ToleranceMs)
 	r.Set("source.include_underscore", c.Source.IncludeUnderscore)
+	// Detection datasets: the annotations file as written (its content is
+	// in the fingerprint) and the split. Absent for other kinds, so their
+	// versions keep their ids.
+	if c.Source.Annotations != "" {
+		r.Set("source.annotations", filepath.ToSlash(filepath.Clean(c.Source.Annotations)))
+	}
+	if c.Source.Split != "" {
+		r.Set("source.split", c.Source.Split)
+	}
 	// Absent without a label channel, so earlier versions keep their ids.
 	if c.Source.Boxes != "" {
 		r.Set("source.boxes", c.Source.Boxes+"|"+c.Source.BoxClasses)
@@ -130,6 +139,23 @@ func newPinnedClasses(names []string) *classTable {
 	t := &classTable{pinned: true, index: map[sources.ClassKey]int{}}
 	for i, n := range names {
 		t.classes = append(t.classes, warehouse.Class{Index: i, Name: n})
+	}
+	return t
+}
+
+// newDeclaredClasses is the class table a dataset declares (COCO
+// categories, YOLO names), in index order. Like a pinned table it marks a
+// key it does not list unknown.
+func newDeclaredClasses(keys []sources.ClassKey) *classTable {
+	t := &classTable{pinned: true, index: map[sources.ClassKey]int{}}
+	for i, k := range keys {
+		c := warehouse.Class{Index: i, Name: className(k)}
+		if k.HasID {
+			id := k.ID
+			c.ID = &id
+		}
+		t.index[k] = i
+		t.classes = append(t.classes, c)
 	}
 	return t
 }

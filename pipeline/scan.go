@@ -69,6 +69,8 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	var pinned *classTable
 	if len(b.cfg.Classes) > 0 {
 		pinned = newPinnedClasses(b.cfg.Classes)
+	} else if cl, ok := b.src.(sources.ClassLister); ok {
+		pinned = newDeclaredClasses(cl.Classes())
 	}
 	var validating time.Duration
 	err = b.src.Scan(ctx, func(s *sources.Sample) error {

@@ -8,9 +8,11 @@ import (
 	"warehouse-etl/config"
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/capture"
+	"warehouse-etl/sources/coco"
 	"warehouse-etl/sources/kdb"
 	"warehouse-etl/sources/roverd"
 	"warehouse-etl/sources/wshard"
+	"warehouse-etl/sources/yolo"
 )
 
 // openSource returns the source the config names; its warnings go to log.
@@ -24,6 +26,13 @@ func openSource(cfg *config.Config, log *slog.Logger) (sources.Source, error) {
 			return nil, fmt.Errorf("source.root %s: not a readable directory", root)
 		}
 		return capture.New(root, capture.Options{LabelKeys: cfg.Source.LabelKeys})
+	case "coco":
+		if st, err := os.Stat(root); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("source.root %s: not a readable directory", root)
+		}
+		return coco.New(cfg.Resolve(cfg.Source.Annotations), root, coco.Options{Logger: log})
+	case "yolo":
+		return yolo.New(root, yolo.Options{Split: cfg.Source.Split, Logger: log})
 	case "kdb":
 		return kdb.New(root, kdb.Options{Camera: cfg.Source.Camera, Extras: cfg.Source.Extras, Logger: log})
 	case "wshard":

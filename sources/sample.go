@@ -102,6 +102,20 @@ type FileInfo struct {
 	Path    string `json:"path"` // relative to the dataset root, slash-separated
 	Size    int64  `json:"size"`
 	MtimeNs int64  `json:"mtime_ns"`
+	// SHA256 is the hex digest of the file's content, for the files that
+	// describe a whole dataset (a COCO annotations file, a YOLO data.yaml):
+	// an edit that keeps size and mtime still makes the version stale.
+	// Empty for everything else.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// ClassLister is a Source whose dataset declares its class table (COCO
+// categories, YOLO names). Classes returns it in index order, valid from
+// New on; the pipeline uses it instead of the classes the boxes happen to
+// use (a box whose key it does not list gets unknown_class), unless the
+// config pins its own list of names.
+type ClassLister interface {
+	Classes() []ClassKey
 }
 
 // Source is one input layout rooted at a dataset directory.

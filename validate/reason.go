@@ -80,6 +80,14 @@ const (
 	ReasonLengthTruncated        Reason = "length_truncated"          // channels disagreed on length; the common length was used (warning)
 )
 
+// Detection dataset reasons (COCO and YOLO sources).
+const (
+	ReasonUnknownImage      Reason = "unknown_image"       // COCO annotations name an image id that `images` does not list (one placeholder sample per id)
+	ReasonDuplicateImage    Reason = "duplicate_image"     // an image id or file listed a second time
+	ReasonImageSizeMismatch Reason = "image_size_mismatch" // the dataset's width/height disagree with the image file's header
+	ReasonCrowdSkipped      Reason = "crowd_skipped"       // COCO iscrowd annotations were not used as boxes (warning)
+)
+
 // Class groups reasons by what they do to a sample.
 type Class string
 
@@ -120,10 +128,14 @@ var allReasons = []struct {
 	{ReasonLengthMismatch, ClassInvalid},
 	{ReasonZeroFrames, ClassInvalid},
 	{ReasonNoMatchWithinTolerance, ClassInvalid},
+	{ReasonUnknownImage, ClassInvalid},
+	{ReasonDuplicateImage, ClassInvalid},
+	{ReasonImageSizeMismatch, ClassInvalid},
 	{ReasonEmpty, ClassEmpty},
 	{ReasonBoxesTruncated, ClassWarning},
 	{ReasonDegenerateBoxDropped, ClassWarning},
 	{ReasonLengthTruncated, ClassWarning},
+	{ReasonCrowdSkipped, ClassWarning},
 }
 
 // AllReasons returns every known reason in a stable order: missing, then

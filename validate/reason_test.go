@@ -43,8 +43,9 @@ func TestAllReasons(t *testing.T) {
 		"checksum_mismatch", "decompress_error", "block_size_mismatch", "missing_block",
 		"timestamp_not_monotonic", "episode_gap", "chunk_overlap", "dims_mismatch",
 		"nonfinite", "length_mismatch", "zero_frames", "no_match_within_tolerance",
+		"unknown_image", "duplicate_image", "image_size_mismatch",
 		"empty",
-		"boxes_truncated", "degenerate_box_dropped", "length_truncated",
+		"boxes_truncated", "degenerate_box_dropped", "length_truncated", "crowd_skipped",
 	}
 	got := AllReasons()
 	if !slices.Equal(got, want) {

@@ -17,13 +17,15 @@ type FileEntry struct {
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
 	MtimeNs int64  `json:"mtime_ns"`
+	SHA256  string `json:"sha256,omitempty"` // content digest, for dataset description files only
 }
 
 // FingerprintName is the listing's file name inside a version directory.
 const FingerprintName = "fingerprint.jsonl"
 
 // FingerprintWriter streams the listing as JSON lines (when w is not nil)
-// and hashes it: sha256 over "path\x00size\x00mtime_ns\n" per entry, in
+// and hashes it: sha256 over "path\x00size\x00mtime_ns\n" per entry (with
+// "\x00sha256" before the newline when the entry has a content digest), in
 // the source's stable order.
 type FingerprintWriter struct {
 	enc   *json.Encoder
@@ -43,7 +45,11 @@ func NewFingerprintWriter(w io.Writer) *FingerprintWriter {
 
 // Add records one file.
 func (fw *FingerprintWriter) Add(e FileEntry) error {
-	fmt.Fprintf(fw.h, "%s\x00%d\x00%d\n", e.Path, e.Size, e.MtimeNs)
+	if e.SHA256 != "" {
+		fmt.Fprintf(fw.h, "%s\x00%d\x00%d\x00%s\n", e.Path, e.Size, e.MtimeNs, e.SHA256)
+	} else {
+		fmt.Fprintf(fw.h, "%s\x00%d\x00%d\n", e.Path, e.Size, e.MtimeNs)
+	}
 	fw.files++
 	fw.bytes += e.Size
 	if fw.enc != nil {
@@ -91,6 +97,8 @@ func FirstChange(listing string, current func(fn func(FileEntry) error) error) (
 			change = fmt.Sprintf("%s changed size (%d -> %d bytes)", cur.Path, old.Size, cur.Size)
 		case old.MtimeNs != cur.MtimeNs:
 			change = fmt.Sprintf("%s was modified (mtime changed)", cur.Path)
+		case old.SHA256 != cur.SHA256:
+			change = fmt.Sprintf("%s was modified (content changed)", cur.Path)
 		default:
 			return nil
 		}

@@ -268,7 +268,7 @@ func TestResolveDirRefusesEscapingPointer(t *testing.T) {
 }
 
 func TestFingerprintFirstChange(t *testing.T) {
-	stored := []FileEntry{{"a", 1, 10}, {"b", 2, 20}, {"c", 3, 30}}
+	stored := []FileEntry{{Path: "a", Size: 1, MtimeNs: 10}, {Path: "b", Size: 2, MtimeNs: 20}, {Path: "c", Size: 3, MtimeNs: 30}}
 	dir := t.TempDir()
 	listing := filepath.Join(dir, FingerprintName)
 	var buf bytes.Buffer
@@ -288,11 +288,12 @@ func TestFingerprintFirstChange(t *testing.T) {
 		want    string
 	}{
 		{"same", stored, ""},
-		{"resized", []FileEntry{{"a", 1, 10}, {"b", 5, 20}, {"c", 3, 30}}, "b changed size (2 -> 5 bytes)"},
-		{"touched", []FileEntry{{"a", 1, 10}, {"b", 2, 21}, {"c", 3, 30}}, "b was modified (mtime changed)"},
-		{"added at end", append(append([]FileEntry{}, stored...), FileEntry{"d", 1, 1}), "d was added"},
+		{"resized", []FileEntry{{Path: "a", Size: 1, MtimeNs: 10}, {Path: "b", Size: 5, MtimeNs: 20}, {Path: "c", Size: 3, MtimeNs: 30}}, "b changed size (2 -> 5 bytes)"},
+		{"touched", []FileEntry{{Path: "a", Size: 1, MtimeNs: 10}, {Path: "b", Size: 2, MtimeNs: 21}, {Path: "c", Size: 3, MtimeNs: 30}}, "b was modified (mtime changed)"},
+		{"added at end", append(append([]FileEntry{}, stored...), FileEntry{Path: "d", Size: 1, MtimeNs: 1}), "d was added"},
 		{"removed at end", stored[:2], "c was removed"},
-		{"removed in middle", []FileEntry{{"a", 1, 10}, {"c", 3, 30}}, "c was added or b was removed"},
+		{"removed in middle", []FileEntry{{Path: "a", Size: 1, MtimeNs: 10}, {Path: "c", Size: 3, MtimeNs: 30}}, "c was added or b was removed"},
+		{"content", []FileEntry{{Path: "a", Size: 1, MtimeNs: 10}, {Path: "b", Size: 2, MtimeNs: 20, SHA256: "ab"}, {Path: "c", Size: 3, MtimeNs: 30}}, "b was modified (content changed)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,7 @@
 //	<root>/
 //	  run_<id>/                 a run: any folder with a labels/ folder
 //	    run_manifest.json       optional, fingerprinted, not parsed
-//	    images/frame_00000.png  any format imageSize reads (PNG, JPEG, GIF, BMP, TIFF, WebP)
+//	    images/frame_00000.png  any format sources.ImageSize reads (PNG, JPEG, GIF, BMP, TIFF, WebP)
 //	    labels/frame_00000.json one sample each
 //	    overlays/               ignored
 //
@@ -50,18 +50,14 @@
 package capture
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
@@ -75,8 +71,8 @@ var defaultLabelKeys = []string{"polyp_labels", "labels"}
 
 // Default size limits of Options.
 const (
-	DefaultMaxLabelBytes int64 = 16 << 20  // a label is a few hundred bytes; anything this big is not a label
-	DefaultMaxImageBytes int64 = 256 << 20 // well above a 8K RGBA PNG
+	DefaultMaxLabelBytes int64 = 16 << 20 // a label is a few hundred bytes; anything this big is not a label
+	DefaultMaxImageBytes       = sources.DefaultMaxImageBytes
 )
 
 // Options tune a Source. Zero values mean the defaults.
@@ -188,7 +184,7 @@ func (s *Source) runs() ([]string, error) {
 		switch {
 		case err == nil && st.IsDir():
 			runs = append(runs, name)
-		case err == nil || notFound(err):
+		case err == nil || sources.NotFound(err):
 		default:
 			return nil, fmt.Errorf("capture: run %s: %w", name, err)
 		}
@@ -219,7 +215,7 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, tooBig, err := readCapped(filepath.Join(dir, name), s.opts.MaxLabelBytes)
+		data, tooBig, err := sources.ReadCapped(filepath.Join(dir, name), s.opts.MaxLabelBytes)
 		if err != nil {
 			return nil, fmt.Errorf("capture: label %s/labels/%s: %w", run, name, err)
 		}
@@ -326,31 +322,11 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 // size from the header. Problems of the file are reasons; errors of the
 // file system are errors.
 func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error) {
-	abs := filepath.Join(s.root, filepath.FromSlash(rel))
-	st, err := os.Stat(abs)
-	switch {
-	case err != nil && notFound(err):
-		return 0, 0, validate.ReasonMissingFile, nil
-	case err != nil:
-		return 0, 0, "", fmt.Errorf("capture: image %s: %w", rel, err)
-	case !st.Mode().IsRegular():
-		return 0, 0, validate.ReasonMissingFile, nil
-	case st.Size() > s.opts.MaxImageBytes:
-		return 0, 0, validate.ReasonDecodeError, nil
+	w, h, r, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("capture: %w", err)
 	}
-	w, h, err = imageSize(abs, s.opts.MaxImageBytes)
-	switch {
-	case err == nil && (w <= 0 || h <= 0):
-		return 0, 0, validate.ReasonDecodeError, nil
-	case err == nil:
-		return w, h, "", nil
-	case errors.Is(err, errNotImage):
-		return 0, 0, validate.ReasonDecodeError, nil
-	case notFound(err):
-		// Removed between Stat and Open.
-		return 0, 0, validate.ReasonMissingFile, nil
-	}
-	return 0, 0, "", fmt.Errorf("capture: image %s: %w", rel, err)
+	return w, h, r, nil
 }
 
 // ReadImage returns the bytes of the sample's image, refusing files larger
@@ -360,7 +336,7 @@ func (s *Source) ReadImage(smp *sources.Sample) (sources.Image, error) {
 		return sources.Image{}, fmt.Errorf("capture: sample %s has no readable image path %q", smp.LabelPath, smp.ImagePath)
 	}
 	abs := filepath.Join(s.root, filepath.FromSlash(smp.ImagePath))
-	data, tooBig, err := readCapped(abs, s.opts.MaxImageBytes)
+	data, tooBig, err := sources.ReadCapped(abs, s.opts.MaxImageBytes)
 	if err != nil {
 		return sources.Image{}, fmt.Errorf("capture: image %s: %w", smp.ImagePath, err)
 	}
@@ -375,40 +351,6 @@ func (s *Source) Entries() []sources.SourceEntry { return s.entries }
 
 // Extras: capture runs carry no per-sample extras.
 func (s *Source) Extras() []sources.ExtraSpec { return nil }
-
-// readCapped reads a whole file of at most limit bytes. A file found
-// larger, by Stat before reading or while reading (it may grow), is
-// reported with tooBig and no data.
-func readCapped(name string, limit int64) (data []byte, tooBig bool, err error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, false, err
-	}
-	if st.Size() > limit {
-		return nil, true, nil
-	}
-	var buf bytes.Buffer
-	buf.Grow(int(st.Size()) + bytes.MinRead)
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, false, err
-	}
-	if int64(buf.Len()) > limit {
-		return nil, true, nil
-	}
-	return buf.Bytes(), false, nil
-}
-
-// notFound reports errors that mean "no such file here": absent, a path
-// through a regular file, a name the system cannot hold.
-func notFound(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) ||
-		errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EINVAL)
-}
 
 // isLabelName reports whether a file in labels/ is a label: *.json, not
 // hidden (editors and macOS leave ".name.json" files behind).

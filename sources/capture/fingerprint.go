@@ -48,7 +48,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(sources
 		if err := emit(path.Join(run, "run_manifest.json"), st); err != nil {
 			return err
 		}
-	case err == nil || notFound(err):
+	case err == nil || sources.NotFound(err):
 	default:
 		return fmt.Errorf("capture: fingerprint %s: %w", run, err)
 	}
@@ -58,7 +58,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(sources
 	for _, sub := range []string{"labels", "images"} {
 		entries, err := os.ReadDir(filepath.Join(runDir, sub))
 		if err != nil {
-			if sub == "images" && notFound(err) {
+			if sub == "images" && sources.NotFound(err) {
 				continue
 			}
 			return fmt.Errorf("capture: fingerprint %s/%s: %w", run, sub, err)
@@ -103,7 +103,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(sources
 			if err := emit(path.Join(run, img), st); err != nil {
 				return err
 			}
-		case err == nil || notFound(err):
+		case err == nil || sources.NotFound(err):
 		default:
 			return fmt.Errorf("capture: fingerprint %s/%s: %w", run, img, err)
 		}
@@ -114,7 +114,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(sources
 // namedImage returns the cleaned image path a label names, relative to its
 // run, or "" when it names none that Scan would read.
 func (s *Source) namedImage(labelPath string) (string, error) {
-	data, tooBig, err := readCapped(labelPath, s.opts.MaxLabelBytes)
+	data, tooBig, err := sources.ReadCapped(labelPath, s.opts.MaxLabelBytes)
 	if err != nil || tooBig {
 		return "", err
 	}
