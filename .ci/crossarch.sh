@@ -2,9 +2,10 @@
 # Cross-architecture check (run by .ci/run; needs qemu-user): the static
 # CLI built for arm64 (CGO_ENABLED=0) and run under qemu-aarch64 must write,
 # for every demo config in configs/, the same version ids, byte-identical
-# shards, manifest (less created_at_ms), samples.jsonl, fingerprint.jsonl and
-# Parquet exports (less build.parquet and build_report.json: timings) as the
-# amd64 build; and the arm64 test binaries of transforms, shard, pipeline and
+# shards, manifest (less created_at_ms and the files.checksums entries of
+# build_report.json, build.parquet and runs.parquet, which carry timings or
+# created_at_ms), samples.jsonl, fingerprint.jsonl and Parquet exports (less
+# build.parquet and build_report.json: timings) as the amd64 build; and the arm64 test binaries of transforms, shard, pipeline and
 # sources must pass under qemu (-short).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +20,13 @@ done
 qemu-aarch64 "$work/warehouse-etl-arm64" version | grep -qx 'binary: static' ||
   { echo "crossarch: the arm64 CGO_ENABLED=0 binary does not say it is static" >&2; exit 1; }
 
-# Strip created_at_ms, the one manifest field that is not a function of the
-# config and inputs (docs/format/manifest.md).
-manifest_sans_time() { grep -v '"created_at_ms":' "$1"; }
+# Strip created_at_ms and the checksums of the three files that carry it or
+# the timings: the manifest values that are not a function of the config and
+# inputs (docs/format/manifest.md). An entry is three lines and its "},".
+manifest_sans_time() {
+  grep -v '"created_at_ms":' "$1" |
+    sed -E '/^ *"(build_report\.json|build\.parquet|runs\.parquet)": \{$/,/^ *\},?$/d'
+}
 
 status=0
 for cfg in configs/*.jsonc; do
@@ -50,7 +55,10 @@ for cfg in configs/*.jsonc; do
     cp -r "$a" "$work/export-$arch-$name"
     run=("$work/warehouse-etl-$arch")
     [ "$arch" = arm64 ] && run=(qemu-aarch64 "${run[@]}")
-    "${run[@]}" export parquet --tensor-warehouse "$work/export-$arch-$name" >/dev/null 2>&1
+    # The manifest records the exports' sha256: an export that would
+    # write different bytes refuses (the same failure as the cmp below).
+    "${run[@]}" export parquet --tensor-warehouse "$work/export-$arch-$name" >/dev/null 2>"$work/export-$arch-$name.log" ||
+      { echo "crossarch: $name: export parquet on $arch:" >&2; cat "$work/export-$arch-$name.log" >&2; bad=1; }
   done
   cmp -s "$work/export-amd64-$name/runs.parquet" "$work/export-arm64-$name/runs.parquet" ||
     { echo "crossarch: $name: export parquet writes a different runs.parquet on arm64" >&2; bad=1; }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"warehouse-etl/warehouse"
@@ -31,7 +32,9 @@ type ExportResult struct {
 // the caller, or not yet written when a build calls it). All three are
 // written and fsynced under temporary names first and renamed into place
 // only when all succeeded, so bad input replaces nothing and a reader never
-// sees a half-written file.
+// sees a half-written file. When m records the files' sha256
+// (files.checksums: every version built since), they are replaced only by
+// identical bytes; an export that would change them fails with ErrSealed.
 func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportOptions) (*ExportResult, error) {
 	log := opts.Logger
 	if log == nil {
@@ -63,6 +66,16 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if sums := m.Files.Checksums; sums != nil {
+		// The version's manifest records the sha256 of its exports: a
+		// different file would make verify refuse the version, so only
+		// identical files replace them.
+		for _, f := range []*parquetFile{samples, runs, build} {
+			if err := f.matches(ctx, sums); err != nil {
+				return nil, fmt.Errorf("export: %w", err)
+			}
+		}
+	}
 	for _, f := range []*parquetFile{samples, runs, build} {
 		if err := f.publish(); err != nil {
 			return nil, fmt.Errorf("export: %w", err)
@@ -78,4 +91,57 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 	log.Info("parquet exported", "dir", dir, "sample_rows", res.SampleRows, "run_rows", res.RunRows,
 		"seconds", time.Since(start).Seconds())
 	return res, nil
+}
+
+// ExportBuild rewrites build.parquet alone from the version's build report,
+// with every phase the report has: a build calls it once its report holds
+// the publish and total times, before the manifest records the file's
+// sha256. The file is replaced atomically, as Export does.
+func ExportBuild(ctx context.Context, dir string, m *warehouse.Manifest) error {
+	if m == nil {
+		return errors.New("analytics: no manifest")
+	}
+	report, err := readBuildReport(dir, m)
+	if err != nil {
+		return err
+	}
+	build, err := writeBuild(dir, m, report, false)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", warehouse.BuildParquetName, err)
+	}
+	defer build.abort()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if sums := m.Files.Checksums; sums != nil {
+		if err := build.matches(ctx, sums); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	return build.publish()
+}
+
+// ErrSealed marks an export that would replace a file the version's
+// manifest records (files.checksums) with different bytes.
+var ErrSealed = errors.New("the version's manifest records the sha256 of this file")
+
+// matches checks the finished temporary file against the entry sums holds
+// for its name, if any.
+func (p *parquetFile) matches(ctx context.Context, sums map[string]warehouse.FileChecksum) error {
+	name := filepath.Base(p.final)
+	want, ok := sums[name]
+	if !ok {
+		return nil
+	}
+	got, err := warehouse.FileSHA256(ctx, p.tmp)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%s: %w and the export would change it (%d bytes, sha256 %s; recorded %d bytes, sha256 %s): "+
+			"the export code changed since the version was built, or a file it is derived from is damaged (run verify); "+
+			"nothing was replaced; rebuild the version with WAREHOUSE_CLEAR=1 to refresh its exports",
+			p.final, ErrSealed, got.Bytes, got.SHA256, want.Bytes, want.SHA256)
+	}
+	return nil
 }

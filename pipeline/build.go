@@ -33,6 +33,9 @@ type Options struct {
 	Now      func() time.Time    // nil means time.Now
 	Workers  int                 // 0 means Config.WorkerCount()
 	Source   sources.Source      // nil means the source the config names
+	// LockWait is how long to wait for another build of the same version
+	// to release its lock; 0 fails at once with warehouse.ErrLocked.
+	LockWait time.Duration
 }
 
 // Status says what a successful Build did.
@@ -144,17 +147,27 @@ func newBuilder(opts Options) (*builder, error) {
 func (b *builder) run(ctx context.Context) (*Result, error) {
 	start := b.now()
 	name := b.id.DirName()
-	lock, err := warehouse.Acquire(b.outRoot, name)
+	lock, err := warehouse.AcquireWait(ctx, b.outRoot, name, b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
+	// Temporaries of other versions' builds that did not finish (killed,
+	// out of disk): removed when their build lock is free, so a crashed
+	// nightly build does not hold gigabytes until its version is rebuilt.
+	freed, err := warehouse.CleanTemporary(b.outRoot, name, false)
+	for _, r := range freed {
+		b.log.Info("removed a temporary directory", "path", r.Path, "bytes", r.Bytes, "why", r.Why)
+	}
+	if err != nil {
+		return nil, err
+	}
 	final := lock.FinalDir()
 
 	existing, err := warehouse.ReadManifest(final)
 	switch {
 	case err == nil && !b.opts.Clear:
-		return b.upToDate(ctx, final, existing)
+		return b.upToDate(ctx, lock, final, existing)
 	case err == nil || errors.Is(err, fs.ErrNotExist):
 	default:
 		if !b.opts.Clear {
@@ -202,12 +215,13 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	m := b.manifest(scan, written, summary)
 	m.CreatedAtMs = b.now().UnixMilli()
 	rep.finish(m, written)
+	// A first build report, for the Parquet export to read; the final one,
+	// with the publish and total times, replaces it below.
 	if err := writeJSONFile(filepath.Join(tmp, warehouse.BuildReportName), rep); err != nil {
 		return nil, err
 	}
 	// The Parquet exports are derived from the files above and written
-	// before the manifest, so a published version always has them. The
-	// publish and total times are not known yet (build.parquet omits them).
+	// before the manifest, so a published version always has them.
 	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, BeforePublish: true})
 	if err != nil {
 		return nil, err
@@ -220,11 +234,39 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
+	// Every file is final now but the two that carry the timings: the
+	// manifest records the size and sha256 of each (files.checksums).
+	sums, err := b.checksums(ctx, tmp, m, warehouse.BuildReportName, warehouse.BuildParquetName)
+	if err != nil {
+		return nil, err
+	}
+	// The report is final before the manifest seals it: publish and total
+	// end here, without the manifest write, the last fsync and the rename
+	// (the "build published" log line carries those as commit_seconds).
+	sealStart := b.now()
+	rep.Phases.Publish = sealStart.Sub(publishStart).Seconds()
+	rep.Phases.Total = sealStart.Sub(start).Seconds()
+	if err := writeJSONFile(filepath.Join(tmp, warehouse.BuildReportName), rep); err != nil {
+		return nil, err
+	}
+	if err := analytics.ExportBuild(ctx, tmp, m); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{warehouse.BuildReportName, warehouse.BuildParquetName} {
+		sum, err := warehouse.FileSHA256(ctx, filepath.Join(tmp, name))
+		if err != nil {
+			return nil, err
+		}
+		sums[name] = sum
+	}
+	m.Files.Checksums = sums
 	raw, err := m.Encode()
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(tmp, warehouse.ManifestName), raw); err != nil {
+	// manifest.json.sha256, then manifest.json: the directory is renamed
+	// into place whole, so a reader sees both or neither.
+	if err := warehouse.WriteManifest(tmp, raw); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -233,13 +275,7 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	if err := lock.Commit(); err != nil {
 		return nil, err
 	}
-	rep.Phases.Publish = b.now().Sub(publishStart).Seconds()
-	rep.Phases.Total = b.now().Sub(start).Seconds()
-	// The report is rewritten after publish to carry the publish time; it
-	// is not covered by any checksum and not read by the training reader.
-	if err := writeJSONFile(filepath.Join(final, warehouse.BuildReportName), rep); err != nil {
-		b.log.Warn("could not update the build report", "err", err)
-	}
+	commitSeconds := b.now().Sub(sealStart).Seconds()
 	for _, f := range warned {
 		b.log.Warn("validation threshold exceeded (warn)", "finding", f.String())
 	}
@@ -247,14 +283,15 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	if replacing {
 		status = StatusRebuilt
 	}
-	b.log.Info("build published", "status", status.String(), "dir", final, "samples", m.Samples, "shards", len(m.Shards))
+	b.log.Info("build published", "status", status.String(), "dir", final, "samples", m.Samples, "shards", len(m.Shards),
+		"commit_seconds", commitSeconds)
 	return &Result{Status: status, Dir: final, Manifest: m, Report: rep, Warnings: warned}, nil
 }
 
 // upToDate handles a rerun against an existing version: unchanged sources
 // mean nothing to do (but today's thresholds still apply to the recorded
 // summary); changed sources are refused.
-func (b *builder) upToDate(ctx context.Context, dir string, m *warehouse.Manifest) (*Result, error) {
+func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir string, m *warehouse.Manifest) (*Result, error) {
 	fw := warehouse.NewFingerprintWriter(nil)
 	if err := b.fingerprint(ctx, fw); err != nil {
 		return nil, err
@@ -274,6 +311,20 @@ func (b *builder) upToDate(ctx context.Context, dir string, m *warehouse.Manifes
 	failed, warned := splitFindings(b.thresholds.Evaluate(m.Summary.Total))
 	if len(failed) > 0 {
 		return nil, &ThresholdError{Findings: failed}
+	}
+	// A build of this version killed after publishing may have left its
+	// temporary directory and not swapped latest: finish its work.
+	freed, err := lock.RemoveOwnTemporaries()
+	for _, r := range freed {
+		b.log.Info("removed a temporary directory", "path", r.Path, "bytes", r.Bytes, "why", r.Why)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if repaired, err := lock.RepairLatest(m.CreatedAtMs); err != nil {
+		return nil, err
+	} else if repaired {
+		b.log.Warn("latest did not name this version, the newest: repaired (a build was interrupted while publishing)", "dir", dir)
 	}
 	b.log.Info("up to date", "dir", dir, "version", m.Version)
 	return &Result{Status: StatusUpToDate, Dir: dir, Manifest: m, Warnings: warned}, nil

@@ -16,7 +16,8 @@ import (
 // CodeVersion names the code that produced a warehouse. Bump it whenever a
 // change alters the bytes of shards or manifest for the same inputs: it is
 // part of the version key, so old versions are never silently reused.
-const CodeVersion = "warehouse-etl/1"
+// 2: every shard ends in a checksum section, one CRC-32C per sample.
+const CodeVersion = "warehouse-etl/2"
 
 // transformSpec turns the config into the transforms package's spec.
 func transformSpec(c *config.Config) transforms.Spec {

@@ -158,23 +158,7 @@ func writeJSONFile(path string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return writeFileSync(path, buf.Bytes())
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return warehouse.WriteFileSync(path, buf.Bytes())
 }
 
 // sourceEntries is the manifest's table of runs or episodes.

@@ -51,19 +51,29 @@ func decodeHeader(b []byte) Header {
 // at s.
 func (l Layout) header(samples uint64, s sections) Header {
 	return Header{
-		Version:     MaxSupportedVersion,
-		DType:       l.DType,
-		Endianness:  EndianLittle,
-		Width:       uint32(l.Width),
-		Height:      uint32(l.Height),
-		Channels:    uint32(l.Channels),
-		MaxBoxes:    uint32(l.MaxBoxes),
-		Samples:     samples,
-		ImageOffset: s.imageOffset,
-		BoxesOffset: s.boxesOffset,
-		MaskOffset:  s.maskOffset,
-		MetaOffset:  s.metaOffset,
+		Version:        MaxSupportedVersion,
+		DType:          l.DType,
+		Endianness:     EndianLittle,
+		Width:          uint32(l.Width),
+		Height:         uint32(l.Height),
+		Channels:       uint32(l.Channels),
+		MaxBoxes:       uint32(l.MaxBoxes),
+		Samples:        samples,
+		ImageOffset:    s.imageOffset,
+		BoxesOffset:    s.boxesOffset,
+		MaskOffset:     s.maskOffset,
+		MetaOffset:     s.metaOffset,
+		ChecksumOffset: s.checksumOffset,
 	}
+}
+
+// encodeChecksumHeader writes the checksum section header into the first
+// ChecksumHeaderSize bytes of b.
+func encodeChecksumHeader(b []byte, samples uint64) {
+	_ = b[ChecksumHeaderSize-1]
+	copy(b[offChecksumMagic:], ChecksumMagic)
+	le.PutUint32(b[offChecksumVersion:], uint32(MaxSupportedChecksumVersion))
+	le.PutUint64(b[offChecksumSamples:], samples)
 }
 
 // encodeMetaHeader writes the meta section header into the first

@@ -28,6 +28,11 @@
 //	| meta header                     24 bytes   |
 //	| records [N] of record_size bytes           |
 //	| extras  [N][E] f32                         |
+//	| zero padding to a multiple of 8            |
+//	+--------------------------------------------+ checksum_offset (0 in the header = no checksum section)
+//	| checksum header                 16 bytes   |
+//	| crc32c  [N] u32, one per sample            |
+//	| table_crc32c u32                           |
 //	+--------------------------------------------+ end of file, exactly
 //
 // The header:
@@ -46,7 +51,7 @@
 //	48  8    boxes_offset u64
 //	56  8    mask_offset u64
 //	64  8    meta_offset u64     (reserved = 0 in the original layout)
-//	72  8    checksum_offset u64 (reserved = 0; the shard sha256 lives in the manifest)
+//	72  8    checksum_offset u64 (reserved = 0 in the original layout; the shard sha256 lives in the manifest)
 //
 // The meta section is an extension that a reader of the original layout never
 // looks at: it reads images, boxes and mask at the offsets in the header and
@@ -83,13 +88,34 @@
 //	80  4*B  class_index [B]i32 (-1 for padding)
 //	...      zero padding to record_size
 //
+// The checksum section is a second extension of the same kind: a reader of
+// the original layout never reads it, and checksum_offset != 0 signals it.
+// It starts at the end of the extras (of the mask without a meta section)
+// rounded up to a multiple of 8:
+//
+//	off    size field
+//	0      4    magic "TWCK"
+//	4      4    checksum_version u32 (ChecksumVersion)
+//	8      8    samples u64 (equal to the header's samples)
+//	16     4*N  crc32c [N]u32: CRC-32C of sample i's image, boxes, mask,
+//	            record and extras bytes, in that order, as stored
+//	16+4N  4    table_crc32c u32: CRC-32C of the 16+4N bytes before it
+//
+// CRC-32C is the Castagnoli polynomial (0x1EDC6F41, reflected 0x82F63B78)
+// with the usual initial value and final xor 0xFFFFFFFF (iSCSI, hash/crc32's
+// Castagnoli table): "123456789" has the checksum 0xE3069283. A sample's
+// CRC covers exactly the bytes a reader hands out for it; the paddings and
+// section headers are covered by Parse's structural checks, the table by its
+// own CRC, and the whole file by the sha256 in the manifest.
+//
 // # Alignment
 //
 // Every array starts at an offset that is a multiple of its element size:
 // image_offset is 80, each image, box row and mask row is a whole number of
 // dtype elements, the meta section starts on a multiple of 8, record_size is a
 // multiple of 8 (so every u64/f64 field is 8-aligned and class_index 4-aligned)
-// and the extras follow the records on a multiple of 8. Given a base address
+// and the extras follow the records on a multiple of 8; the checksum section
+// starts on a multiple of 8, so every CRC is 4-aligned. Given a base address
 // aligned to 8 (an mmap is page aligned), the Reader can hand out []uint16 and
 // []float32 views without copying.
 package shard
@@ -111,6 +137,17 @@ const HeaderSize = 80
 
 // MetaHeaderSize is the size of the meta section's own header.
 const MetaHeaderSize = 24
+
+// ChecksumMagic is the first four bytes of the checksum section.
+const ChecksumMagic = "TWCK"
+
+// ChecksumHeaderSize is the size of the checksum section's own header; the
+// per-sample CRCs follow it.
+const ChecksumHeaderSize = 16
+
+// checksumBytes is the size of one CRC-32C: one per sample, and the table's
+// own at the end of the section.
+const checksumBytes = 4
 
 // recordFixedSize is the size of a record before its class_index array.
 const recordFixedSize = 80
@@ -143,6 +180,13 @@ const (
 	offMetaRecordSize = 8
 	offMetaExtraF32   = 12
 	offMetaSamples    = 16
+)
+
+// Checksum header field offsets, relative to checksum_offset.
+const (
+	offChecksumMagic   = 0
+	offChecksumVersion = 4
+	offChecksumSamples = 8
 )
 
 // Record field offsets, relative to the start of a record.
@@ -203,6 +247,20 @@ const (
 	// versions this package reads.
 	MinSupportedMetaVersion = MetaVersion1
 	MaxSupportedMetaVersion = MetaVersion1
+)
+
+// ChecksumVersion is the checksum_version field of the checksum section.
+type ChecksumVersion uint32
+
+const (
+	// ChecksumVersion1 is one CRC-32C per sample over its image, boxes,
+	// mask, record and extras bytes, then the CRC-32C of the table.
+	ChecksumVersion1 ChecksumVersion = 1
+
+	// MinSupportedChecksumVersion and MaxSupportedChecksumVersion bound
+	// the checksum versions this package reads.
+	MinSupportedChecksumVersion = ChecksumVersion1
+	MaxSupportedChecksumVersion = ChecksumVersion1
 )
 
 // Endianness values of the header. Only little-endian shards exist; the field
@@ -352,21 +410,35 @@ func (l Layout) RecordSize() int {
 	return alignUp(recordFixedSize+4*l.MaxBoxes, sectionAlign)
 }
 
-// SampleBytes is what one sample adds to a shard across all sections. The
-// file size is HeaderSize + samples*SampleBytes + at most 7 bytes of padding
-// after the images (U8 only) + at most 7 bytes of padding + MetaHeaderSize.
+// SampleBytes is what one sample adds to a shard across all sections, its
+// CRC-32C included. The file size is HeaderSize + samples*SampleBytes + at
+// most 7 bytes of padding after the images (U8 only) + at most 7 bytes of
+// padding + MetaHeaderSize + at most 7 bytes of padding + the checksum
+// section's header and table CRC.
 func (l Layout) SampleBytes() int64 {
-	return l.ImageBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes()
+	return l.ImageBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes() + checksumBytes
 }
 
 // FileSize is the exact size of a shard of this layout holding samples
-// samples, meta section included. It returns -1 if the layout is invalid,
-// samples is negative, or the size does not fit in an int.
+// samples, as the Writer makes it: meta and checksum sections included. It
+// returns -1 if the layout is invalid, samples is negative, or the size does
+// not fit in an int.
 func (l Layout) FileSize(samples int) int64 {
+	return l.fileSize(samples, true)
+}
+
+// FileSizeWithoutChecksums is FileSize for a shard written before the
+// checksum section existed (meta section, no per-sample CRCs): what the
+// shards of older warehouses measure.
+func (l Layout) FileSizeWithoutChecksums(samples int) int64 {
+	return l.fileSize(samples, false)
+}
+
+func (l Layout) fileSize(samples int, withChecksums bool) int64 {
 	if l.Validate() != nil || samples < 0 {
 		return -1
 	}
-	s, ok := l.sections(uint64(samples), true)
+	s, ok := l.sections(uint64(samples), true, withChecksums)
 	if !ok {
 		return -1
 	}
@@ -374,9 +446,10 @@ func (l Layout) FileSize(samples int) int64 {
 }
 
 // fixedOverhead bounds the bytes of a shard that do not grow with samples:
-// the header, the worst-case padding after the images (U8) and before the
-// meta section, and the meta header.
-const fixedOverhead = HeaderSize + 2*(sectionAlign-1) + MetaHeaderSize
+// the header, the worst-case padding after the images (U8), before the meta
+// section and before the checksum section, the meta header, and the
+// checksum header and table CRC.
+const fixedOverhead = HeaderSize + 3*(sectionAlign-1) + MetaHeaderSize + ChecksumHeaderSize + checksumBytes
 
 // SamplesPerShard returns how many samples of layout l fit in a shard of at
 // most targetBytes, and at least 1 (a single sample may exceed the target).
@@ -404,14 +477,18 @@ type sections struct {
 	metaOffset    uint64 // 0 when there is no meta section
 	recordsOffset uint64
 	extrasOffset  uint64
-	fileSize      uint64
+	dataEnd       uint64 // end of the extras, or of the mask without a meta section
+	// checksumOffset is 0 when there is no checksum section.
+	checksumOffset uint64
+	crcOffset      uint64 // the first per-sample CRC
+	fileSize       uint64
 }
 
 // sections computes where every section of a shard of l with samples samples
 // lies. The arithmetic is overflow checked: ok is false when any offset would
 // exceed math.MaxInt, so a header claiming 2^63 samples is an error instead of
 // a wrapped size. l must be valid.
-func (l Layout) sections(samples uint64, withMeta bool) (s sections, ok bool) {
+func (l Layout) sections(samples uint64, withMeta, withChecksums bool) (s sections, ok bool) {
 	var c sizeCalc
 	s.imageOffset = HeaderSize
 	// U8 images are followed by zero padding to a multiple of 8, where
@@ -423,12 +500,18 @@ func (l Layout) sections(samples uint64, withMeta bool) (s sections, ok bool) {
 	}
 	s.maskOffset = c.add(s.boxesOffset, c.mul(samples, uint64(l.boxBytes())))
 	s.maskEnd = c.add(s.maskOffset, c.mul(samples, uint64(l.maskBytes())))
-	s.fileSize = s.maskEnd
+	s.dataEnd = s.maskEnd
 	if withMeta {
 		s.metaOffset = c.add(s.maskEnd, sectionAlign-1) &^ (sectionAlign - 1)
 		s.recordsOffset = c.add(s.metaOffset, MetaHeaderSize)
 		s.extrasOffset = c.add(s.recordsOffset, c.mul(samples, uint64(l.RecordSize())))
-		s.fileSize = c.add(s.extrasOffset, c.mul(samples, uint64(l.extraBytes())))
+		s.dataEnd = c.add(s.extrasOffset, c.mul(samples, uint64(l.extraBytes())))
+	}
+	s.fileSize = s.dataEnd
+	if withChecksums {
+		s.checksumOffset = c.add(s.dataEnd, sectionAlign-1) &^ (sectionAlign - 1)
+		s.crcOffset = c.add(s.checksumOffset, ChecksumHeaderSize)
+		s.fileSize = c.add(c.add(s.crcOffset, c.mul(samples, checksumBytes)), checksumBytes)
 	}
 	return s, !c.overflow
 }

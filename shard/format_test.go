@@ -16,35 +16,41 @@ func TestLayoutSizes(t *testing.T) {
 		recordSize  int
 		sampleBytes int64
 		fileSize    int64
+		// uncheckedSize is the size without the checksum section, as
+		// shards were written before it existed.
+		uncheckedSize int64
 	}{{
-		// 384*384*3*4; boxes 16*4*4=256, mask 64, record 80+64=144.
+		// 384*384*3*4; boxes 16*4*4=256, mask 64, record 80+64=144, CRC 4.
 		name:       "original defaults 384 f32",
 		layout:     Layout{DType: F32, Width: 384, Height: 384, Channels: 3, MaxBoxes: 16},
 		samples:    1024,
-		imageBytes: 1769472, recordSize: 144, sampleBytes: 1769936,
-		// 80 + 1024*(1769472+256+64) = 1812267088 (8-aligned), +24 +1024*144.
-		fileSize: 1812414568,
+		imageBytes: 1769472, recordSize: 144, sampleBytes: 1769940,
+		// 80 + 1024*(1769472+256+64) = 1812267088 (8-aligned), +24 +1024*144
+		// = 1812414568 (8-aligned), +16 +1024*4 +4.
+		fileSize: 1812418684, uncheckedSize: 1812414568,
 	}, {
 		name:       "640 f16",
 		layout:     Layout{DType: F16, Width: 640, Height: 640, Channels: 3, MaxBoxes: 16},
 		samples:    1024,
-		imageBytes: 2457600, recordSize: 144, sampleBytes: 2457904,
-		// 80 + 1024*(2457600+128+32) = 2516746320, +24 +1024*144.
-		fileSize: 2516893800,
+		imageBytes: 2457600, recordSize: 144, sampleBytes: 2457908,
+		// 80 + 1024*(2457600+128+32) = 2516746320, +24 +1024*144 =
+		// 2516893800, +16 +1024*4 +4.
+		fileSize: 2516897916, uncheckedSize: 2516893800,
 	}, {
-		// mask ends at 80+3*2 = 86, meta at 88, records 3*80, extras 3*4.
+		// mask ends at 80+3*2 = 86, meta at 88, records 3*80, extras 3*4
+		// end at 364; 4 bytes of padding, checksum section 368..400.
 		name:       "no boxes with extras",
 		layout:     Layout{DType: F16, Width: 1, Height: 1, Channels: 1, MaxBoxes: 0, ExtraF32: 1},
 		samples:    3,
-		imageBytes: 2, recordSize: 80, sampleBytes: 86,
-		fileSize: 364,
+		imageBytes: 2, recordSize: 80, sampleBytes: 90,
+		fileSize: 400, uncheckedSize: 364,
 	}, {
 		// record 80+4*3 = 92 rounds up to 96.
 		name:       "golden f16",
 		layout:     Layout{DType: F16, Width: 3, Height: 2, Channels: 3, MaxBoxes: 3},
 		samples:    2,
-		imageBytes: 36, recordSize: 96, sampleBytes: 36 + 24 + 6 + 96,
-		fileSize: 432,
+		imageBytes: 36, recordSize: 96, sampleBytes: 36 + 24 + 6 + 96 + 4,
+		fileSize: 460, uncheckedSize: 432,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +70,9 @@ func TestLayoutSizes(t *testing.T) {
 			if got := l.FileSize(tc.samples); got != tc.fileSize {
 				t.Errorf("FileSize(%d) = %d, want %d", tc.samples, got, tc.fileSize)
 			}
+			if got := l.FileSizeWithoutChecksums(tc.samples); got != tc.uncheckedSize {
+				t.Errorf("FileSizeWithoutChecksums(%d) = %d, want %d", tc.samples, got, tc.uncheckedSize)
+			}
 		})
 	}
 }
@@ -82,6 +91,9 @@ func TestFileSizeInvalid(t *testing.T) {
 	for _, tc := range tests {
 		if got := tc.layout.FileSize(tc.samples); got != -1 {
 			t.Errorf("%s: FileSize = %d, want -1", tc.name, got)
+		}
+		if got := tc.layout.FileSizeWithoutChecksums(tc.samples); got != -1 {
+			t.Errorf("%s: FileSizeWithoutChecksums = %d, want -1", tc.name, got)
 		}
 	}
 }
@@ -135,7 +147,7 @@ func TestSamplesPerShard(t *testing.T) {
 		target int64
 		want   int
 	}{
-		// (2^30 - 111) / 1769936 and / 2457904, rounded down.
+		// (2^30 - 145) / 1769940 and / 2457908, rounded down.
 		{"384 f32 in 1 GiB", l384, 1 << 30, 606},
 		{"640 f16 in 1 GiB", l640, 1 << 30, 436},
 		{"target below one sample", l640, 1 << 20, 1},

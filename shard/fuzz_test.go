@@ -7,9 +7,10 @@ import (
 
 // FuzzParse feeds arbitrary bytes to Parse. It must never panic; a rejected
 // input must wrap ErrCorrupt; an accepted one must let every accessor and
-// Check run on every sample, with the sizes the layout promises. The seeds
-// in testdata/fuzz/FuzzParse are the golden shards with and without the meta
-// section.
+// Check and VerifySample run on every sample, with the sizes the layout
+// promises. The seeds in testdata/fuzz/FuzzParse are the golden shards as
+// written, without the checksum section, and without meta and checksum
+// sections.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(nil))
 	f.Add([]byte(Magic))
@@ -25,8 +26,12 @@ func FuzzParse(f *testing.F) {
 		if err := l.Validate(); err != nil {
 			t.Fatalf("accepted shard has an invalid layout: %v", err)
 		}
-		if r.HasMeta() && int64(len(b)) != l.FileSize(r.Len()) {
-			t.Fatalf("accepted %d bytes, FileSize(%d) = %d", len(b), r.Len(), l.FileSize(r.Len()))
+		size := l.FileSizeWithoutChecksums(r.Len())
+		if r.HasSampleChecksums() {
+			size = l.FileSize(r.Len())
+		}
+		if r.HasMeta() && int64(len(b)) != size {
+			t.Fatalf("accepted %d bytes, want %d for %d samples (checksum section: %v)", len(b), size, r.Len(), r.HasSampleChecksums())
 		}
 		_ = r.Check()
 		for i := range r.Len() {
@@ -52,6 +57,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if e := r.Extras(i); len(e) != l.ExtraF32 {
 				t.Fatalf("sample %d: %d extras, layout says %d", i, len(e), l.ExtraF32)
+			}
+			if err := r.VerifySample(i, nil); err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("sample %d: VerifySample error %v does not wrap ErrCorrupt", i, err)
 			}
 		}
 	})

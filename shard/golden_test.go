@@ -109,8 +109,22 @@ func (e *byteBuilder) record1() {
 	e.u32(0)
 }
 
+// checksumSection is the checksum section of a golden shard built field by
+// field: its two sample CRCs and the table's own CRC are hex literals
+// computed outside Go (Python's crc32c package and a bitwise CRC-32C over
+// the bytes spelled out above them), and TestGolden checks them again
+// with crc32cBitwise.
+func (e *byteBuilder) checksumSection(crc0, crc1, table uint32) {
+	e.str("TWCK")
+	e.u32(1) // checksum_version
+	e.u64(2) // samples
+	e.u32(crc0)
+	e.u32(crc1)
+	e.u32(table) // table_crc32c over the 24 bytes before it
+}
+
 // wantHeader is the 80-byte header built field by field.
-func wantHeader(dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOffset uint64) []byte {
+func wantHeader(dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOffset, checksumOffset uint64) []byte {
 	var e byteBuilder
 	e.str("TWH1")
 	e.u32(1)        // shard_version
@@ -125,20 +139,23 @@ func wantHeader(dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOff
 	e.u64(boxesOffset)
 	e.u64(maskOffset)
 	e.u64(metaOffset)
-	e.u64(0) // checksum_offset
+	e.u64(checksumOffset)
 	return e.b
 }
 
 var goldenCases = []goldenCase{{
 	// 3x2x3 f16 images of 36 bytes, max_boxes 3: boxes 24 and mask 6 bytes
 	// per sample, 4 bytes of padding before the meta section, records of
-	// 80+12 -> 96 bytes.
+	// 80+12 -> 96 bytes ending at 432, where the checksum section starts
+	// (a multiple of 8 already): 16 + 2*4 + 4 bytes, end 460. Sample 0's
+	// CRC covers bytes 80..116, 152..176, 200..206 and 240..336; sample
+	// 1's 116..152, 176..200, 206..212 and 336..432.
 	name:    "f16",
 	layout:  Layout{DType: F16, Width: 3, Height: 2, Channels: 3, MaxBoxes: 3},
 	samples: goldenSamples(36, [2][]float32{}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(1, 2, 3, 152, 200, 216))
+		e.raw(wantHeader(1, 2, 3, 152, 200, 216, 432))
 		e.imagePattern(36)
 		e.u16s(0x3400, 0x3800, 0x3A00, 0x3C00, 0x0000, 0x3000, 0x3800, 0x3900, 0, 0, 0, 0)
 		e.u16s(0x2E66, 0x3266, 0x34CD, 0x3666, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -157,17 +174,20 @@ var goldenCases = []goldenCase{{
 		e.i32(-1)
 		e.i32(-1)
 		e.zeros(4)
+		e.checksumSection(0x010EF40F, 0x31225FB1, 0x704CE348)
 		return e.b
 	},
 }, {
 	// 3x2x3 f32 images of 72 bytes, max_boxes 2, two extras: no padding,
-	// records of exactly 88 bytes, 16 bytes of extras at the end.
+	// records of exactly 88 bytes, 16 bytes of extras ending at 520, the
+	// checksum section at 520..548. Sample 0's CRC covers 80..152,
+	// 224..256, 288..296, 328..416 and 504..512 (its extras).
 	name:    "f32",
 	layout:  Layout{DType: F32, Width: 3, Height: 2, Channels: 3, MaxBoxes: 2, ExtraF32: 2},
 	samples: goldenSamples(72, [2][]float32{{1.5, -2}, {0, 3.25}}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(0, 2, 2, 224, 288, 304))
+		e.raw(wantHeader(0, 2, 2, 224, 288, 304, 520))
 		e.imagePattern(72)
 		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)
 		e.u32s(0x3DCCCCCD, 0x3E4CCCCD, 0x3E99999A, 0x3ECCCCCD, 0, 0, 0, 0)
@@ -182,19 +202,22 @@ var goldenCases = []goldenCase{{
 		e.i32(7)
 		e.i32(-1)
 		e.u32s(0x3FC00000, 0xC0000000, 0, 0x40500000) // extras 1.5 -2 0 3.25
+		e.checksumSection(0x04D9C1A7, 0x72039558, 0xEBD430BD)
 		return e.b
 	},
 }, {
 	// 3x1x3 u8 images of 9 bytes: 80+18 = 98, 6 bytes of padding so the
 	// f32 boxes start at 104; max_boxes 2: boxes 32 and mask 8 bytes per
 	// sample (f32), mask ends at 184 where the meta section starts, records
-	// of 88 bytes.
+	// of 88 bytes ending at 384, the checksum section at 384..412. The
+	// padding after the images belongs to no sample: sample 0's CRC covers
+	// 80..89, 104..136, 168..176 and 208..296.
 	name:    "u8",
 	layout:  Layout{DType: U8, Width: 3, Height: 1, Channels: 3, MaxBoxes: 2},
 	samples: goldenSamples(9, [2][]float32{}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(2, 1, 2, 104, 168, 184))
+		e.raw(wantHeader(2, 1, 2, 104, 168, 184, 384))
 		e.imagePattern(9)
 		e.zeros(6) // 98 -> 104
 		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)
@@ -209,6 +232,7 @@ var goldenCases = []goldenCase{{
 		e.record1()
 		e.i32(7)
 		e.i32(-1)
+		e.checksumSection(0x6D8B2AE6, 0xBFF32501, 0x73746672)
 		return e.b
 	},
 }}
@@ -229,10 +253,12 @@ func TestGolden(t *testing.T) {
 			if n := tc.layout.FileSize(2); n != int64(len(want)) {
 				t.Errorf("FileSize(2) = %d, want %d", n, len(want))
 			}
+			checkGoldenCRCs(t, want)
 			path := filepath.Join("testdata", "golden", tc.name+".twh")
 			if *update {
 				writeTestdata(t, path, got)
 				writeFuzzSeed(t, "golden-"+tc.name, got)
+				writeFuzzSeed(t, "golden-"+tc.name+"-unchecked", withoutChecksums(t, got))
 				writeFuzzSeed(t, "golden-"+tc.name+"-original", withoutMeta(t, got))
 			}
 			golden, err := os.ReadFile(path)
@@ -243,6 +269,33 @@ func TestGolden(t *testing.T) {
 				t.Errorf("writer output differs from %s at byte %d", path, firstDiff(got, golden))
 			}
 		})
+	}
+}
+
+// checkGoldenCRCs recomputes the checksum section's literals of the
+// hand-built shard b with crc32cBitwise, which shares no code with
+// hash/crc32: each sample's CRC over its sections' bytes, and the table's.
+func checkGoldenCRCs(t *testing.T, b []byte) {
+	t.Helper()
+	r := mustParse(t, b)
+	if !r.HasSampleChecksums() {
+		t.Fatal("golden shard without a checksum section")
+	}
+	for i := range r.Len() {
+		var data []byte
+		data = append(data, r.Image(i)...)
+		data = append(data, r.BoxesRaw(i)...)
+		data = append(data, r.MaskRaw(i)...)
+		data = append(data, r.record(i)...)
+		data = append(data, r.section(r.extrasOffset, r.extraBytes, i)...)
+		if got, _ := r.SampleChecksum(i); got != crc32cBitwise(data) {
+			t.Errorf("sample %d: table says 0x%08x, bitwise CRC-32C of its %d bytes is 0x%08x", i, got, len(data), crc32cBitwise(data))
+		}
+	}
+	start := r.Header().ChecksumOffset
+	table := b[start : len(b)-4]
+	if got, want := crc32cBitwise(table), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		t.Errorf("table_crc32c 0x%08x, bitwise CRC-32C of the table 0x%08x", want, got)
 	}
 }
 

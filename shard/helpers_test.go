@@ -156,13 +156,27 @@ func mustParse(t testing.TB, b []byte) *Reader {
 	return r
 }
 
-// withoutMeta turns a shard with a meta section into the original layout:
-// the file ends after the mask and meta_offset is 0.
+// withoutMeta turns a shard with meta and checksum sections into the
+// original layout: the file ends after the mask and meta_offset and
+// checksum_offset are 0.
 func withoutMeta(t testing.TB, b []byte) []byte {
 	t.Helper()
 	h := mustParse(t, b).Header()
-	end := h.MaskOffset + h.Samples*uint64(h.MaxBoxes)*uint64(h.DType.Size())
+	end := h.MaskOffset + h.Samples*uint64(h.MaxBoxes)*uint64(h.DType.BoxDType().Size())
 	out := bytes.Clone(b[:end])
 	le.PutUint64(out[offMetaOffset:], 0)
+	le.PutUint64(out[offChecksumOffset:], 0)
+	return out
+}
+
+// withoutChecksums turns a shard into one written before the checksum
+// section existed, as older warehouses hold: the file ends after the extras
+// and checksum_offset is 0.
+func withoutChecksums(t testing.TB, b []byte) []byte {
+	t.Helper()
+	r := mustParse(t, b)
+	end := r.Layout().FileSizeWithoutChecksums(r.Len())
+	out := bytes.Clone(b[:end])
+	le.PutUint64(out[offChecksumOffset:], 0)
 	return out
 }

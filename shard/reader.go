@@ -28,6 +28,9 @@ type Reader struct {
 	layout  Layout
 	samples int
 	hasMeta bool
+	// crcs is the checksum table (samples little-endian u32), nil without
+	// a checksum section.
+	crcs []byte
 
 	// Section offsets and per-sample sizes, as ints for slicing.
 	imageOffset, boxesOffset, maskOffset, recordsOffset, extrasOffset int
@@ -114,7 +117,9 @@ func checkFileSize(n int64) error {
 // copied and must not change while the Reader is in use. Every structural
 // problem is an error wrapping ErrCorrupt, checked in this order: size,
 // magic, shard_version, dtype, endianness, dimensions, samples, offsets,
-// meta header, file size, records (docs/format/shard.md, Validation).
+// meta header, checksum_offset, checksum header, file size, checksum table
+// CRC, records (docs/format/shard.md, Validation). The per-sample CRCs are
+// not checked here but by VerifySample, when a sample is read.
 func Parse(b []byte) (*Reader, error) {
 	if err := checkFileSize(int64(len(b))); err != nil {
 		return nil, err
@@ -150,7 +155,7 @@ func Parse(b []byte) (*Reader, error) {
 		return nil, corruptf("samples is 0")
 	}
 	hasMeta := h.MetaOffset != 0
-	s, ok := l.sections(h.Samples, true)
+	s, ok := l.sections(h.Samples, true, false)
 	if !ok {
 		return nil, corruptf("samples %d overflow the file size", h.Samples)
 	}
@@ -163,8 +168,6 @@ func Parse(b []byte) (*Reader, error) {
 		return nil, corruptf("mask_offset %d, want %d", h.MaskOffset, s.maskOffset)
 	case hasMeta && h.MetaOffset != s.metaOffset:
 		return nil, corruptf("meta_offset %d, want 0 or %d", h.MetaOffset, s.metaOffset)
-	case h.ChecksumOffset != 0:
-		return nil, corruptf("checksum_offset %d, want 0", h.ChecksumOffset)
 	}
 	size := uint64(len(b))
 	if hasMeta {
@@ -176,15 +179,38 @@ func Parse(b []byte) (*Reader, error) {
 			return nil, err
 		}
 		l.ExtraF32 = extra
-		s, ok = l.sections(h.Samples, true)
-		if !ok {
-			return nil, corruptf("samples %d overflow the file size", h.Samples)
+	}
+	// Where the checksum section starts depends on extra_f32, so it is
+	// checked after the meta header.
+	hasChecksums := h.ChecksumOffset != 0
+	s, ok = l.sections(h.Samples, hasMeta, hasChecksums)
+	if !ok {
+		return nil, corruptf("samples %d overflow the file size", h.Samples)
+	}
+	if !hasMeta {
+		s.recordsOffset, s.extrasOffset = s.maskEnd, s.maskEnd
+	}
+	if hasChecksums {
+		if h.ChecksumOffset != s.checksumOffset {
+			return nil, corruptf("checksum_offset %d, want 0 or %d", h.ChecksumOffset, s.checksumOffset)
 		}
-	} else {
-		s.metaOffset, s.recordsOffset, s.extrasOffset, s.fileSize = 0, s.maskEnd, s.maskEnd, s.maskEnd
+		if size < s.crcOffset {
+			return nil, corruptf("file is %d bytes, too short for the checksum header at %d", size, s.checksumOffset)
+		}
+		if err := parseChecksumHeader(b[s.checksumOffset:s.crcOffset], h.Samples); err != nil {
+			return nil, err
+		}
 	}
 	if size != s.fileSize {
 		return nil, corruptf("file is %d bytes, header implies %d", size, s.fileSize)
+	}
+	var crcs []byte
+	if hasChecksums {
+		table := b[s.checksumOffset : s.fileSize-checksumBytes]
+		if got, want := crc32c(0, table), le.Uint32(b[s.fileSize-checksumBytes:]); got != want {
+			return nil, corruptf("checksum table crc32c 0x%08x, table_crc32c says 0x%08x", got, want)
+		}
+		crcs = b[s.crcOffset : s.fileSize-checksumBytes]
 	}
 
 	r := &Reader{
@@ -193,6 +219,7 @@ func Parse(b []byte) (*Reader, error) {
 		layout:        l,
 		samples:       int(h.Samples),
 		hasMeta:       hasMeta,
+		crcs:          crcs,
 		imageOffset:   int(s.imageOffset),
 		boxesOffset:   int(s.boxesOffset),
 		maskOffset:    int(s.maskOffset),
@@ -239,6 +266,21 @@ func parseMetaHeader(b []byte, l Layout, samples uint64) (int, error) {
 	return int(extra), nil
 }
 
+// parseChecksumHeader validates the checksum section header b against the
+// shard header.
+func parseChecksumHeader(b []byte, samples uint64) error {
+	if m := string(b[offChecksumMagic : offChecksumMagic+len(ChecksumMagic)]); m != ChecksumMagic {
+		return corruptf("bad checksum magic %q, want %q", m, ChecksumMagic)
+	}
+	if v := ChecksumVersion(le.Uint32(b[offChecksumVersion:])); v < MinSupportedChecksumVersion || v > MaxSupportedChecksumVersion {
+		return corruptf("unsupported checksum_version %d, want %d..%d", v, MinSupportedChecksumVersion, MaxSupportedChecksumVersion)
+	}
+	if n := le.Uint64(b[offChecksumSamples:]); n != samples {
+		return corruptf("checksum samples %d, header samples %d", n, samples)
+	}
+	return nil
+}
+
 var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Header returns the decoded header.
@@ -254,6 +296,56 @@ func (r *Reader) Len() int { return r.samples }
 // original layout do not; for them Meta returns the zero Meta and ClassIndex
 // and Extras return nil.
 func (r *Reader) HasMeta() bool { return r.hasMeta }
+
+// HasSampleChecksums reports whether the shard has a checksum section: a
+// CRC-32C per sample, checked by VerifySample. Shards written before it
+// existed do not; their samples cannot be checked one by one (the sha256 in
+// the manifest still covers the whole file).
+func (r *Reader) HasSampleChecksums() bool { return r.crcs != nil }
+
+// SampleChecksum returns the CRC-32C the checksum table records for sample
+// i; ok is false without a checksum section.
+func (r *Reader) SampleChecksum(i int) (crc uint32, ok bool) {
+	r.checkIndex(i)
+	if r.crcs == nil {
+		return 0, false
+	}
+	return le.Uint32(r.crcs[checksumBytes*i:]), true
+}
+
+// ComputeSampleChecksum computes the CRC-32C of sample i as the checksum
+// table defines it: its image, boxes, mask, record and extras bytes, in
+// that order. image, when not nil, stands in for the image bytes in the
+// shard: a caller that copied the image out of the file (ImageSpan) checks
+// its copy, which is what it hands out. The other sections are read from
+// the shard.
+func (r *Reader) ComputeSampleChecksum(i int, image []byte) uint32 {
+	if image == nil {
+		image = r.Image(i)
+	} else {
+		r.checkIndex(i)
+	}
+	crc := crc32c(0, image, r.BoxesRaw(i), r.MaskRaw(i))
+	if r.hasMeta {
+		crc = crc32c(crc, r.record(i), r.section(r.extrasOffset, r.extraBytes, i))
+	}
+	return crc
+}
+
+// VerifySample checks sample i against the checksum table: nil when its
+// CRC-32C matches, or without a checksum section; otherwise an error
+// wrapping ErrCorrupt that names the sample and both CRCs. image is as for
+// ComputeSampleChecksum: nil checks the image in the shard.
+func (r *Reader) VerifySample(i int, image []byte) error {
+	want, ok := r.SampleChecksum(i)
+	if !ok {
+		return nil
+	}
+	if got := r.ComputeSampleChecksum(i, image); got != want {
+		return corruptf("sample %d: crc32c 0x%08x, the checksum table says 0x%08x", i, got, want)
+	}
+	return nil
+}
 
 func (r *Reader) checkIndex(i int) {
 	if uint(i) >= uint(r.samples) {

@@ -16,10 +16,18 @@ import (
 // bytes: sample 0 at 152, 160, 168, sample 1 at 176, 184, 192), mask
 // 200..212 (sample 0 at 200, 202, 204, sample 1 at 206, 208, 210), padding
 // 212..216, meta header 216..240, records of 96 bytes at 240 and 336
-// (box_count at +72, class_index at +80), end 432.
+// (box_count at +72, class_index at +80) ending at 432, checksum header
+// 432..448 (magic, checksum_version at 436, samples at 440), CRCs of
+// samples 0 and 1 at 448 and 452, table_crc32c at 456, end 460.
 func goldenF16(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "golden", "f16.twh"))
+	return readGolden(t, "f16")
+}
+
+// readGolden returns a fresh copy of testdata/golden/<name>.twh.
+func readGolden(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "golden", name+".twh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +72,11 @@ func TestCorruptedShard(t *testing.T) {
 		{"header only", truncate(80), "file is 80 bytes, too short for the meta header at 216"},
 		{"truncated in the images", truncate(100), "file is 100 bytes, too short for the meta header at 216"},
 		{"truncated in the meta header", truncate(239), "file is 239 bytes, too short for the meta header at 216"},
-		{"truncated in the records", truncate(300), "file is 300 bytes, header implies 432"},
-		{"truncated by one byte", truncate(431), "file is 431 bytes, header implies 432"},
-		{"trailing byte", func(b []byte) []byte { return append(b, 0) }, "file is 433 bytes, header implies 432"},
+		{"truncated in the records", truncate(300), "file is 300 bytes, too short for the checksum header at 432"},
+		{"truncated in the checksum header", truncate(440), "file is 440 bytes, too short for the checksum header at 432"},
+		{"truncated in the checksum table", truncate(452), "file is 452 bytes, header implies 460"},
+		{"truncated by one byte", truncate(459), "file is 459 bytes, header implies 460"},
+		{"trailing byte", func(b []byte) []byte { return append(b, 0) }, "file is 461 bytes, header implies 460"},
 		{"bad magic", func(b []byte) []byte { b[3] = '2'; return b }, `bad magic "TWH2", want "TWH1"`},
 		{"version 0", put32(4, 0), "unsupported shard_version 0, want 1..1"},
 		{"version 99", put32(4, 99), "unsupported shard_version 99, want 1..1"},
@@ -81,13 +91,17 @@ func TestCorruptedShard(t *testing.T) {
 		{"samples 0", put64(32, 0), "samples is 0"},
 		{"samples too many", put64(32, 3), "boxes_offset 152, want 188"},
 		{"samples too few", put64(32, 1), "boxes_offset 152, want 116"},
-		// Offsets consistent with the lie, no meta section: only the size
-		// gives it away. 80+3*36 = 188, +3*24 = 260, +3*6 = 278.
-		{"samples too many, offsets agree", chain(put64(32, 3), put64(48, 188), put64(56, 260), put64(64, 0)),
-			"file is 432 bytes, header implies 278"},
+		// Offsets consistent with the lie, no meta or checksum section: only
+		// the size gives it away. 80+3*36 = 188, +3*24 = 260, +3*6 = 278.
+		{"samples too many, offsets agree", chain(put64(32, 3), put64(48, 188), put64(56, 260), put64(64, 0), put64(72, 0)),
+			"file is 460 bytes, header implies 278"},
 		// 80+36 = 116, +24 = 140, +6 = 146.
-		{"samples too few, offsets agree", chain(put64(32, 1), put64(48, 116), put64(56, 140), put64(64, 0)),
-			"file is 432 bytes, header implies 146"},
+		{"samples too few, offsets agree", chain(put64(32, 1), put64(48, 116), put64(56, 140), put64(64, 0), put64(72, 0)),
+			"file is 460 bytes, header implies 146"},
+		// The same with a checksum section right after the mask (278 -> 280):
+		// its header lands in record 0, whose src_width 640 is no magic.
+		{"samples too many, checksum_offset agrees", chain(put64(32, 3), put64(48, 188), put64(56, 260), put64(64, 0), put64(72, 280)),
+			`bad checksum magic "\x80\x02\x00\x00", want "TWCK"`},
 		{"samples 2^63", put64(32, 1<<63), "samples 9223372036854775808 overflow the file size"},
 		{"samples 2^64-1", put64(32, math.MaxUint64), "samples 18446744073709551615 overflow the file size"},
 		{"image_offset", put64(40, 88), "image_offset 88, want 80"},
@@ -95,15 +109,32 @@ func TestCorruptedShard(t *testing.T) {
 		{"mask_offset off by one", put64(56, 199), "mask_offset 199, want 200"},
 		{"meta_offset unaligned", put64(64, 212), "meta_offset 212, want 0 or 216"},
 		{"meta_offset past the end", put64(64, 1<<40), "meta_offset 1099511627776, want 0 or 216"},
-		{"meta_offset 0 with the meta section present", put64(64, 0), "file is 432 bytes, header implies 212"},
-		{"checksum_offset", put64(72, 8), "checksum_offset 8, want 0"},
+		// Without a meta section the checksum section would follow the mask
+		// (212 -> 216).
+		{"meta_offset 0 with the meta section present", put64(64, 0), "checksum_offset 432, want 0 or 216"},
+		{"meta_offset 0 and checksum_offset 0", chain(put64(64, 0), put64(72, 0)), "file is 460 bytes, header implies 212"},
+		{"checksum_offset", put64(72, 8), "checksum_offset 8, want 0 or 432"},
+		{"checksum_offset unaligned", put64(72, 436), "checksum_offset 436, want 0 or 432"},
+		{"checksum_offset past the end", put64(72, 1<<40), "checksum_offset 1099511627776, want 0 or 432"},
+		{"checksum_offset 0 with the checksum section present", put64(72, 0), "file is 460 bytes, header implies 432"},
 		{"meta magic", func(b []byte) []byte { b[219] = 'X'; return b }, `bad meta magic "TWMX", want "TWMD"`},
 		{"meta_version 0", put32(220, 0), "unsupported meta_version 0, want 1..1"},
 		{"meta_version 2", put32(220, 2), "unsupported meta_version 2, want 1..1"},
 		{"record_size", put32(224, 92), "record_size 92, want 96"},
 		{"extra_f32 too large", put32(228, 65536), "extra_f32 65536 out of range [0, 65535]"},
-		{"extra_f32 without extras", put32(228, 1), "file is 432 bytes, header implies 440"},
+		// Two samples' extras would end at 440, where the checksums start.
+		{"extra_f32 without extras", put32(228, 1), "checksum_offset 432, want 0 or 440"},
 		{"meta samples", put64(232, 3), "meta samples 3, header samples 2"},
+		{"checksum magic", func(b []byte) []byte { b[435] = 'X'; return b }, `bad checksum magic "TWCX", want "TWCK"`},
+		{"checksum_version 0", put32(436, 0), "unsupported checksum_version 0, want 1..1"},
+		{"checksum_version 2", put32(436, 2), "unsupported checksum_version 2, want 1..1"},
+		{"checksum samples", put64(440, 3), "checksum samples 3, header samples 2"},
+		// The table's own CRC catches a flip in a sample's CRC (computed
+		// outside Go, with Python's crc32c package), and a flip in itself.
+		{"flipped CRC of sample 0", func(b []byte) []byte { b[449] ^= 1; return b },
+			"checksum table crc32c 0x184fcf80, table_crc32c says 0x704ce348"},
+		{"flipped table_crc32c", func(b []byte) []byte { b[457] ^= 1; return b },
+			"checksum table crc32c 0x704ce348, table_crc32c says 0x704ce248"},
 		{"box_count too large", put32(408, 4), "sample 1: box_count 4 exceeds max_boxes 3"},
 	}
 	for _, tc := range tests {
@@ -285,7 +316,7 @@ func TestOpen(t *testing.T) {
 		want    string
 	}{
 		{"empty", nil, "shard: corrupt: file is 0 bytes, shorter than the 80-byte header"},
-		{"corrupt", golden[:431], "shard: corrupt: file is 431 bytes, header implies 432"},
+		{"corrupt", golden[:459], "shard: corrupt: file is 459 bytes, header implies 460"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

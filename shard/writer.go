@@ -54,7 +54,9 @@ var errWriterClosed = errors.New("shard: writer is closed")
 
 // Writer writes one shard. It streams the header and then each image as
 // Append is called, keeps the small trailing sections in memory and writes
-// them in Close, hashing every byte on the way.
+// them in Close, hashing every byte on the way. Each sample's CRC-32C is
+// computed as it is appended, over the bytes written for it, and the table
+// of them ends the shard.
 //
 // Errors are sticky: after the first failure every call returns that same
 // error and the file must be discarded. A Writer is not safe for concurrent
@@ -72,6 +74,7 @@ type Writer struct {
 	mask    []byte
 	records []byte
 	extras  []byte
+	crcs    []uint32 // CRC-32C of each appended sample
 
 	err error
 }
@@ -86,13 +89,13 @@ func NewWriter(f File, l Layout, samples int) (*Writer, error) {
 	if samples < 1 {
 		return nil, fmt.Errorf("shard: a shard needs at least 1 sample, got %d", samples)
 	}
-	s, ok := l.sections(uint64(samples), true)
+	s, ok := l.sections(uint64(samples), true, true)
 	if !ok {
 		return nil, fmt.Errorf("shard: %d samples of %d bytes overflow the file size", samples, l.SampleBytes())
 	}
 	tail := s.fileSize - s.boxesOffset
 	if tail > tailLimit {
-		return nil, fmt.Errorf("shard: %d samples need %d bytes of boxes, mask and meta in memory, more than %d", samples, tail, tailLimit)
+		return nil, fmt.Errorf("shard: %d samples need %d bytes of boxes, mask, meta and checksums in memory, more than %d", samples, tail, tailLimit)
 	}
 	n := int64(samples)
 	hw := &hashingWriter{w: f, h: sha256.New()}
@@ -106,6 +109,7 @@ func NewWriter(f File, l Layout, samples int) (*Writer, error) {
 		mask:     make([]byte, 0, n*l.maskBytes()),
 		records:  make([]byte, 0, n*int64(l.RecordSize())),
 		extras:   make([]byte, 0, n*l.extraBytes()),
+		crcs:     make([]uint32, 0, samples),
 	}
 	var hdr [HeaderSize]byte
 	h := l.header(uint64(samples), s)
@@ -158,6 +162,7 @@ func (w *Writer) Append(s Sample) error {
 	for k, v := range s.Extras {
 		putElement(extras[4*k:], F32, v)
 	}
+	w.crcs = append(w.crcs, crc32c(0, s.Image, boxes, mask, record, extras))
 	w.appended++
 	return nil
 }
@@ -236,7 +241,7 @@ func (w *Writer) finish() (Result, error) {
 		return Result{}, errors.New("shard: closing a shard with no samples")
 	}
 	n := uint64(w.appended)
-	s, _ := w.layout.sections(n, true) // fits: n <= declared, checked in NewWriter
+	s, _ := w.layout.sections(n, true, true) // fits: n <= declared, checked in NewWriter
 	var metaHeader [MetaHeaderSize]byte
 	encodeMetaHeader(metaHeader[:], w.layout, n)
 	var zeros [sectionAlign]byte
@@ -246,6 +251,8 @@ func (w *Writer) finish() (Result, error) {
 		w.boxes, w.mask,
 		zeros[:s.metaOffset-s.maskEnd],
 		metaHeader[:], w.records, w.extras,
+		zeros[:s.checksumOffset-s.dataEnd],
+		checksumSection(w.crcs),
 	}
 
 	if w.appended == w.declared {
@@ -294,6 +301,17 @@ func (w *Writer) finish() (Result, error) {
 	res := Result{Samples: w.appended, Bytes: copied}
 	sum.Sum(res.SHA256[:0])
 	return res, nil
+}
+
+// checksumSection encodes the checksum section of a shard whose samples
+// have the CRC-32Cs crcs: header, table, and the table's own CRC-32C.
+func checksumSection(crcs []uint32) []byte {
+	b := make([]byte, ChecksumHeaderSize+checksumBytes*len(crcs), ChecksumHeaderSize+checksumBytes*(len(crcs)+1))
+	encodeChecksumHeader(b, uint64(len(crcs)))
+	for i, c := range crcs {
+		le.PutUint32(b[ChecksumHeaderSize+checksumBytes*i:], c)
+	}
+	return le.AppendUint32(b, crc32c(0, b))
 }
 
 // hashingWriter hashes and counts what it passes to w.

@@ -87,6 +87,15 @@ func compareSample(t *testing.T, r *Reader, i int, s Sample) {
 	if got := r.Extras(i); !slices.Equal(got, s.Extras) && !(len(got) == 0 && len(s.Extras) == 0) {
 		t.Errorf("sample %d: Extras %v, want %v", i, got, s.Extras)
 	}
+	// The Writer's CRC of the sample, against the bitwise definition over
+	// the bytes the Reader hands out.
+	data := slices.Concat(r.Image(i), r.BoxesRaw(i), r.MaskRaw(i), r.record(i), r.section(r.extrasOffset, r.extraBytes, i))
+	if got, ok := r.SampleChecksum(i); !ok || got != crc32cBitwise(data) {
+		t.Errorf("sample %d: SampleChecksum 0x%08x (ok %v), bitwise CRC-32C 0x%08x", i, got, ok, crc32cBitwise(data))
+	}
+	if err := r.VerifySample(i, nil); err != nil {
+		t.Errorf("sample %d: %v", i, err)
+	}
 }
 
 // TestShortClose declares more samples than it appends: the shard must be
@@ -107,6 +116,10 @@ func TestShortClose(t *testing.T) {
 			if shortRes.Samples != 3 || shortRes.Bytes != int64(len(short)) || shortRes.SHA256 != sha256.Sum256(short) {
 				t.Errorf("Result %+v does not describe the %d-byte file", shortRes, len(short))
 			}
+			r := mustParse(t, short)
+			for i, s := range samples {
+				compareSample(t, r, i, s)
+			}
 		})
 	}
 }
@@ -121,8 +134,8 @@ func TestNewWriterErrors(t *testing.T) {
 	}{
 		{"invalid layout", Layout{DType: F16, Width: 4, Height: 4, Channels: 9}, 1, "shard: layout: channels 9 out of range [1, 4]"},
 		{"no samples", l, 0, "shard: a shard needs at least 1 sample, got 0"},
-		{"overflow", l, math.MaxInt, "shard: 9223372036854775807 samples of 204 bytes overflow the file size"},
-		{"tail too large", l, 10_000_000, "shard: 10000000 samples need 1080000024 bytes of boxes, mask and meta in memory, more than 1073741824"},
+		{"overflow", l, math.MaxInt, "shard: 9223372036854775807 samples of 208 bytes overflow the file size"},
+		{"tail too large", l, 10_000_000, "shard: 10000000 samples need 1120000044 bytes of boxes, mask, meta and checksums in memory, more than 1073741824"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -424,30 +424,47 @@ func BenchmarkBatches(b *testing.B) {
 			}
 		}
 	})
+	// Per shuffle: the default reader (each sample's CRC-32C checked on
+	// its first read, so in the first timed epoch only), CRCs on every
+	// read (RecheckSamples) and none (SkipSampleChecksums).
+	checks := []struct {
+		suffix string
+		opts   OpenOptions
+	}{
+		{"", OpenOptions{}},
+		{"-recheck", OpenOptions{RecheckSamples: true}},
+		{"-unchecked", OpenOptions{SkipSampleChecksums: true}},
+	}
 	for _, mode := range []Shuffle{ShuffleNone, ShuffleShards, ShuffleGlobal} {
-		b.Run(mode.String(), func(b *testing.B) {
-			r, err := Open(fx.dir, OpenOptions{})
-			if err != nil {
+		for _, c := range checks {
+			b.Run(mode.String()+c.suffix, func(b *testing.B) { benchmarkBatches(b, fx, mode, c.opts) })
+		}
+	}
+}
+
+// benchmarkBatches reads every batch of one epoch per iteration from one
+// Reader.
+func benchmarkBatches(b *testing.B, fx *fixture, mode Shuffle, open OpenOptions) {
+	r, err := Open(fx.dir, open)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	opts := BatchOptions{BatchSize: 16, Shuffle: mode}
+	b.SetBytes(int64(r.Len()/16*16) * r.Layout().ImageBytes())
+	for n := 0; b.Loop(); n++ {
+		opts.Epoch = n
+		it, err := r.Batches(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := it.Next(); err == io.EOF {
+				break
+			} else if err != nil {
 				b.Fatal(err)
 			}
-			defer r.Close()
-			opts := BatchOptions{BatchSize: 16, Shuffle: mode}
-			b.SetBytes(int64(r.Len()/16*16) * r.Layout().ImageBytes())
-			for n := 0; b.Loop(); n++ {
-				opts.Epoch = n
-				it, err := r.Batches(context.Background(), opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					if _, err := it.Next(); err == io.EOF {
-						break
-					} else if err != nil {
-						b.Fatal(err)
-					}
-				}
-				it.Close()
-			}
-		})
+		}
+		it.Close()
 	}
 }

@@ -2,14 +2,20 @@ package warehouse
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"warehouse-etl/validate"
@@ -144,6 +150,20 @@ type Files struct {
 	// parquet` adds the files to such a version without rewriting its
 	// manifest.
 	Parquet *ParquetFiles `json:"parquet,omitempty"`
+	// Checksums records the size and sha256 of every file of the version
+	// directory other than the shards (shards[] records theirs),
+	// manifest.json and manifest.json.sha256, by path relative to the
+	// version directory: samples.jsonl, fingerprint.jsonl,
+	// build_report.json, the Parquet exports, and every file of the Zarr
+	// store when the build wrote one. Absent in manifests written before
+	// builds recorded them (such a version's other files are not covered).
+	Checksums map[string]FileChecksum `json:"checksums,omitempty"`
+}
+
+// FileChecksum is one Files.Checksums entry.
+type FileChecksum struct {
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"` // lowercase hex of the whole file
 }
 
 // ParquetFiles names the Parquet exports of a version.
@@ -169,8 +189,88 @@ func (m *Manifest) Encode() ([]byte, error) {
 // ErrManifest marks a manifest that cannot be trusted.
 var ErrManifest = errors.New("manifest invalid")
 
-// ReadManifest loads and checks dir/manifest.json.
-func ReadManifest(dir string) (*Manifest, error) {
+// ManifestDigestName is the manifest's detached digest beside it, in
+// sha256sum's format: "<64 lowercase hex digits>  manifest.json\n".
+const ManifestDigestName = ManifestName + ".sha256"
+
+// ManifestDigest returns the contents of manifest.json.sha256 for the
+// manifest bytes raw.
+func ManifestDigest(raw []byte) []byte {
+	sum := sha256.Sum256(raw)
+	return []byte(hex.EncodeToString(sum[:]) + "  " + ManifestName + "\n")
+}
+
+// digestProblem is what checkManifestDigest found wrong: File is the file
+// to blame (relative to the version directory), Err the detail.
+type digestProblem struct {
+	File string
+	Err  error
+}
+
+// checkManifestDigest compares dir/manifest.json.sha256 with the manifest
+// bytes raw. sealed says whether the digest exists; a missing digest is no
+// problem here (a manifest from before digests), the caller decides once
+// it has parsed the manifest (requireSeal).
+func checkManifestDigest(dir string, raw []byte) (sealed bool, p *digestProblem) {
+	f, err := os.Open(filepath.Join(dir, ManifestDigestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &digestProblem{ManifestDigestName, err}
+	}
+	defer f.Close()
+	want := ManifestDigest(raw)
+	got, err := io.ReadAll(io.LimitReader(f, int64(len(want))+1))
+	if err != nil {
+		return true, &digestProblem{ManifestDigestName, err}
+	}
+	if !wellFormedDigest(got) {
+		return true, &digestProblem{ManifestDigestName, fmt.Errorf("%q is not \"<64 lowercase hex digits>  %s\\n\"", trimForMessage(got), ManifestName)}
+	}
+	if !bytes.Equal(got, want) {
+		return true, &digestProblem{ManifestName, fmt.Errorf("sha256 %s, but %s records %s: the manifest or its digest is damaged",
+			want[:sha256.Size*2], ManifestDigestName, got[:sha256.Size*2])}
+	}
+	return true, nil
+}
+
+// wellFormedDigest reports whether b is exactly what ManifestDigest
+// writes for some manifest.
+func wellFormedDigest(b []byte) bool {
+	const hexLen = sha256.Size * 2
+	if len(b) != hexLen+2+len(ManifestName)+1 || string(b[hexLen:]) != "  "+ManifestName+"\n" {
+		return false
+	}
+	for _, c := range b[:hexLen] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// trimForMessage bounds damaged bytes quoted in an error.
+func trimForMessage(b []byte) string {
+	if len(b) > 100 {
+		return string(b[:100]) + "..."
+	}
+	return string(b)
+}
+
+// requireSeal is the problem with a parsed manifest that has no digest
+// beside it: one that records file checksums was written with a digest,
+// so its absence is damage; an older manifest needs none.
+func requireSeal(m *Manifest, sealed bool) *digestProblem {
+	if sealed || m.Files.Checksums == nil {
+		return nil
+	}
+	return &digestProblem{ManifestDigestName, fmt.Errorf("missing: the manifest records file checksums, so it was published with a digest")}
+}
+
+// readManifestBytes reads dir/manifest.json, at most MaxManifestBytes+1
+// bytes (ParseManifest refuses more).
+func readManifestBytes(dir string) ([]byte, error) {
 	name := filepath.Join(dir, ManifestName)
 	f, err := os.Open(name)
 	if err != nil {
@@ -181,11 +281,66 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	return raw, nil
+}
+
+// ReadManifest loads and checks dir/manifest.json: first against its
+// digest dir/manifest.json.sha256 (required when the manifest records file
+// checksums, which every build since digests existed does), then as
+// ParseManifest does. Errors wrap ErrManifest and name the file to blame.
+func ReadManifest(dir string) (*Manifest, error) {
+	raw, err := readManifestBytes(dir)
+	if err != nil {
+		return nil, err
+	}
+	sealed, p := checkManifestDigest(dir, raw)
+	if p != nil {
+		return nil, p.error(dir)
+	}
+	name := filepath.Join(dir, ManifestName)
 	m, err := ParseManifest(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if p := requireSeal(m, sealed); p != nil {
+		return nil, p.error(dir)
+	}
 	return m, nil
+}
+
+func (p *digestProblem) error(dir string) error {
+	return fmt.Errorf("%s: %w: %v", filepath.Join(dir, p.File), ErrManifest, p.Err)
+}
+
+// WriteManifest publishes raw (Manifest.Encode's bytes) as dir/manifest.json
+// with its digest: manifest.json.sha256 first, then the manifest, each
+// fsynced. A build calls it last, inside its temporary directory, which
+// Build.Commit then makes durable and renames into place whole, so no
+// reader sees one file without the other. (Outside a build, a crash
+// between the two writes leaves a digest that disagrees with the
+// manifest: verify reports it, nothing trusts it.)
+func WriteManifest(dir string, raw []byte) error {
+	if err := WriteFileSync(filepath.Join(dir, ManifestDigestName), ManifestDigest(raw)); err != nil {
+		return err
+	}
+	return WriteFileSync(filepath.Join(dir, ManifestName), raw)
+}
+
+// WriteFileSync creates (or truncates) path with data and fsyncs it.
+func WriteFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // ParseManifest decodes and checks manifest bytes: size, format version,
@@ -276,7 +431,51 @@ func (m *Manifest) check() error {
 			return fmt.Errorf("files: %v", err)
 		}
 	}
+	return m.checkChecksums(names)
+}
+
+// checkChecksums checks files.checksums: clean relative paths, none of
+// them a shard, the manifest or its digest, well-formed entries, and every
+// file files names listed.
+func (m *Manifest) checkChecksums(names []string) error {
+	sums := m.Files.Checksums
+	if sums == nil {
+		return nil
+	}
+	shards := make(map[string]bool, len(m.Shards))
+	for _, s := range m.Shards {
+		shards[s.RelativePath] = true
+	}
+	for _, p := range slices.Sorted(maps.Keys(sums)) {
+		e := sums[p]
+		if err := checkRelative(p); err != nil {
+			return fmt.Errorf("files.checksums: %v", err)
+		}
+		if p == ManifestName || p == ManifestDigestName || shards[p] {
+			return fmt.Errorf("files.checksums: %q is a shard, the manifest or its digest, which it does not list", p)
+		}
+		if e.Bytes < 0 || !isHexSHA256(e.SHA256) {
+			return fmt.Errorf("files.checksums[%q]: bytes %d, sha256 %q; want bytes >= 0 and 64 lowercase hex digits", p, e.Bytes, e.SHA256)
+		}
+	}
+	for _, p := range names {
+		if _, ok := sums[p]; !ok {
+			return fmt.Errorf("files.checksums: no entry for %q, which files names", p)
+		}
+	}
 	return nil
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkRelative refuses paths that could leave the version directory.
@@ -295,4 +494,38 @@ const (
 	SamplesParquetName = "samples.parquet"
 	RunsParquetName    = "runs.parquet"
 	BuildParquetName   = "build.parquet"
+
+	// ZarrStoreName is the Zarr store's directory when the build writes
+	// one (zarr.StoreName).
+	ZarrStoreName = "warehouse.zarr"
 )
+
+// IsBulkFile reports whether a files.checksums entry holds sample data
+// rather than a description of it: the Zarr store's chunk files (every
+// file under the store but its zarr.json metadata documents). Like the
+// shards, quick verification checks their size and only Full re-hashes
+// them.
+func IsBulkFile(rel string) bool {
+	return strings.HasPrefix(rel, ZarrStoreName+"/") && path.Base(rel) != "zarr.json"
+}
+
+// FileSHA256 returns the size and sha256 of the file at p, stopping early
+// when ctx ends.
+func FileSHA256(ctx context.Context, p string) (FileChecksum, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return FileChecksum{}, err
+	}
+	defer f.Close()
+	return checksumReader(ctx, f)
+}
+
+// checksumReader is the size and hex sha256 of everything r yields.
+func checksumReader(ctx context.Context, r io.Reader) (FileChecksum, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx, r})
+	if err != nil {
+		return FileChecksum{}, err
+	}
+	return FileChecksum{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}

@@ -68,7 +68,7 @@ func (b *Build) Begin() (string, error) {
 			return "", fmt.Errorf("remove stale %s: %w", dir, err)
 		}
 	}
-	tmp, err := os.MkdirTemp(b.root, "."+b.name+".tmp-")
+	tmp, err := mkdirTemp(b.root, "."+b.name+".tmp-")
 	if err != nil {
 		return "", err
 	}
@@ -120,6 +120,12 @@ func (b *Build) Commit() error {
 	b.committed = true
 	if err := syncDir(b.root); err != nil {
 		return err
+	}
+	// The readers lock file exists from publication on, so that readers
+	// without write access to the root (another user, a read-only mount)
+	// can still take it (LockForReading).
+	if f, err := os.OpenFile(filepath.Join(b.root, "."+b.name+readersLockSuffix), os.O_RDONLY|os.O_CREATE, 0o644); err == nil {
+		f.Close()
 	}
 	return b.pointLatest()
 }

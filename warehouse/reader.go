@@ -34,8 +34,24 @@ type OpenOptions struct {
 	// VerifyChecksums re-hashes each shard (sha256) when it is first
 	// mapped and refuses it on a mismatch. It costs one sequential read of
 	// every shard, which also warms the page cache; without it a flipped
-	// data byte is only found by Verify with Full.
+	// data byte in a shard without per-sample checksums is only found by
+	// Verify with Full.
 	VerifyChecksums bool
+	// SkipSampleChecksums hands samples out without checking them against
+	// their shard's per-sample CRC-32C. By default Sample and the batch
+	// paths check each sample the first time this Reader hands it out and
+	// refuse one whose bytes changed since the build; this is for
+	// benchmarks that measure the reads alone.
+	SkipSampleChecksums bool
+	// RecheckSamples checks a sample's CRC-32C every time it is handed
+	// out, not only the first time. By default a sample that passed is
+	// remembered (one bit per sample) and later reads of it, which come
+	// from the same immutable file and usually the same page-cache pages,
+	// skip the CRC: every epoch after the first runs at unchecked speed.
+	// Checking every read gives 0.7x the unchecked read speed where reads
+	// are CPU-bound (docs/format/shard.md, "Checking samples when
+	// reading"; README, "Training read speed").
+	RecheckSamples bool
 }
 
 // ThresholdError is Open's refusal of a warehouse whose validation summary
@@ -68,10 +84,17 @@ type Reader struct {
 	shards   []lazyShard
 	log      *slog.Logger
 	checksum bool // OpenOptions.VerifyChecksums
-	opened   time.Time
-	loads    loadRecorder
-	samples  atomic.Int64 // samples handed out by Sample, ReadSampleInto and ReadRunInto
-	pool     batchPool    // batch buffers kept from one Batches iterator to the next
+	// verifySamples checks each sample handed out against its shard's
+	// CRC-32C (not OpenOptions.SkipSampleChecksums), on its first read or,
+	// with recheckSamples, on every read.
+	verifySamples  bool
+	recheckSamples bool
+	verified       atomic.Int64 // CRC-32C checks that passed
+	opened         time.Time
+	loads          loadRecorder
+	samples        atomic.Int64 // samples handed out by Sample, ReadSampleInto and ReadRunInto
+	pool           batchPool    // batch buffers kept from one Batches iterator to the next
+	readersLock    *os.File     // shared lock that keeps gc away, nil when it could not be taken
 }
 
 // lazyShard maps its file on first use. The fast path is one atomic load;
@@ -85,6 +108,29 @@ type lazyShard struct {
 	reader atomic.Pointer[shard.Reader]
 	file   *os.File // set with reader, closed by Close
 	err    error
+	// verified has one bit per sample of the shard, set when the sample
+	// passed its CRC-32C check; allocated before reader is stored.
+	verified []atomic.Uint64
+}
+
+// isVerified reports whether sample local passed its check already.
+func (s *lazyShard) isVerified(local int) bool {
+	return s.verified[local/64].Load()&(1<<(local%64)) != 0
+}
+
+// allVerified reports whether samples [local, local+n) all passed.
+func (s *lazyShard) allVerified(local, n int) bool {
+	for i := local; i < local+n; i++ {
+		if !s.isVerified(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// markVerified records that sample local passed its check.
+func (s *lazyShard) markVerified(local int) {
+	s.verified[local/64].Or(1 << (local % 64))
 }
 
 // Open opens the warehouse version at path: a version directory, or an
@@ -108,6 +154,20 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The shared readers lock keeps gc away from this version until Close.
+	lock, err := LockForReading(dir)
+	if err != nil {
+		return nil, err
+	}
+	if lock == nil {
+		log.Warn("no readers lock (the output root is not writable and has no lock file): gc cannot see this reader", "dir", dir)
+	}
+	opened := false
+	defer func() {
+		if !opened && lock != nil {
+			lock.Close()
+		}
+	}()
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
@@ -124,7 +184,8 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 		return nil, err
 	}
 	defer root.Close()
-	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums, opened: start}
+	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums,
+		verifySamples: !opts.SkipSampleChecksums, recheckSamples: opts.RecheckSamples, opened: start, readersLock: lock}
 	r.shards = make([]lazyShard, len(m.Shards))
 	r.starts = make([]int, len(m.Shards)+1)
 	for k := range m.Shards {
@@ -136,8 +197,11 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 		r.starts[k] = int(e.FirstSample)
 	}
 	r.starts[len(m.Shards)] = int(m.Samples)
+	opened = true
+	checked, _ := r.SampleChecksums()
 	log.Info("warehouse opened", "dir", dir, "version", m.Version, "samples", m.Samples, "shards", len(m.Shards),
-		"dtype", m.DefaultDType, "seconds", time.Since(start).Seconds())
+		"dtype", m.DefaultDType, "shards_with_sample_checksums", checked, "verify_samples", r.verifySamples,
+		"recheck_samples", r.recheckSamples, "seconds", time.Since(start).Seconds())
 	return r, nil
 }
 
@@ -167,7 +231,8 @@ func checkThresholds(dir string, m *Manifest, opts OpenOptions, log *slog.Logger
 
 // manifestLayout is the per-sample layout every shard of m must have, from
 // the manifest alone, and checks that every shard entry agrees with it,
-// including the file size the layout implies for its sample count.
+// including the file size the layout implies for its sample count: with a
+// checksum section, or without one for shards written before it existed.
 func manifestLayout(m *Manifest) (shard.Layout, error) {
 	dtype, err := shard.ParseDType(m.DefaultDType)
 	if err != nil {
@@ -198,9 +263,9 @@ func manifestLayout(m *Manifest) (shard.Layout, error) {
 		case shard.Version(e.ShardVersion) < shard.MinSupportedVersion || shard.Version(e.ShardVersion) > shard.MaxSupportedVersion:
 			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): shard_version %d, this build reads %d..%d",
 				i, e.ID, e.ShardVersion, shard.MinSupportedVersion, shard.MaxSupportedVersion)
-		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)):
-			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d",
-				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)))
+		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)) && e.Bytes != l.FileSizeWithoutChecksums(int(e.Samples)):
+			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d (%d without per-sample checksums)",
+				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)), l.FileSizeWithoutChecksums(int(e.Samples)))
 		}
 	}
 	return l, nil
@@ -244,8 +309,19 @@ func checkShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
 		return fmt.Errorf("header layout %+v, manifest implies %+v", sr.Layout(), l)
 	case !sr.HasMeta():
 		return errors.New("no meta section: manifest format 1 shards carry per-sample records")
+	case sr.HasSampleChecksums() != hasSampleChecksums(e, l):
+		// Unreachable while the file has the size the manifest records;
+		// kept so that the manifest, not the file, decides.
+		return fmt.Errorf("header checksum section %v, the manifest's size says %v", sr.HasSampleChecksums(), hasSampleChecksums(e, l))
 	}
 	return nil
+}
+
+// hasSampleChecksums reports whether the shard of entry e has per-sample
+// CRCs: its recorded size is that of a shard with the checksum section
+// (manifestLayout accepted no other sizes).
+func hasSampleChecksums(e *Shard, l shard.Layout) bool {
+	return e.Bytes == l.FileSize(int(e.Samples))
 }
 
 // Dir is the version directory.
@@ -270,6 +346,48 @@ func (r *Reader) NormalizeTable() *[3][256]float32 {
 // Layout is the per-sample layout of every shard.
 func (r *Reader) Layout() shard.Layout { return r.layout }
 
+// SampleChecksums counts the shards that carry per-sample CRC-32Cs, out of
+// all shards, from the manifest: every shard a current build writes does,
+// none of a warehouse built before they existed (its samples are read
+// unchecked). Whether they are checked on read is VerifiesSamples.
+func (r *Reader) SampleChecksums() (checked, shards int) {
+	for k := range r.shards {
+		if hasSampleChecksums(r.shards[k].entry, r.layout) {
+			checked++
+		}
+	}
+	return checked, len(r.shards)
+}
+
+// ShardsWithSampleChecksums is Reader.SampleChecksums from a manifest
+// alone (no shard is opened): how many of m's shards have per-sample
+// CRC-32Cs, judged by their recorded sizes. It fails where Open would
+// refuse the manifest's layout or shard sizes.
+func ShardsWithSampleChecksums(m *Manifest) (int, error) {
+	l, err := manifestLayout(m)
+	if err != nil {
+		return 0, err
+	}
+	checked := 0
+	for k := range m.Shards {
+		if hasSampleChecksums(&m.Shards[k], l) {
+			checked++
+		}
+	}
+	return checked, nil
+}
+
+// VerifiesSamples reports whether samples are checked against their CRC-32C
+// as they are handed out (not OpenOptions.SkipSampleChecksums), and whether
+// on every read (OpenOptions.RecheckSamples) or on the first.
+func (r *Reader) VerifiesSamples() (verify, everyRead bool) {
+	return r.verifySamples, r.verifySamples && r.recheckSamples
+}
+
+// SamplesVerified counts the CRC-32C checks that passed since Open: with
+// the default first-read checks, the distinct samples checked so far.
+func (r *Reader) SamplesVerified() int64 { return r.verified.Load() }
+
 // Len is the number of samples.
 func (r *Reader) Len() int { return r.starts[len(r.starts)-1] }
 
@@ -287,7 +405,10 @@ func (r *Reader) locate(i int) (k, local int, err error) {
 }
 
 // Sample returns sample i (0 <= i < Len), mapping its shard if this is
-// the shard's first use. The views it hands out stay valid until Close.
+// the shard's first use, and checks it against its CRC-32C (see
+// OpenOptions.SkipSampleChecksums and RecheckSamples): a sample whose bytes
+// changed since they were written is an error naming the shard file and the
+// sample. The views it hands out stay valid until Close.
 func (r *Reader) Sample(i int) (Sample, error) {
 	k, local, err := r.locate(i)
 	if err != nil {
@@ -295,6 +416,9 @@ func (r *Reader) Sample(i int) (Sample, error) {
 	}
 	sr, err := r.shard(k, local)
 	if err != nil {
+		return Sample{}, err
+	}
+	if err := r.verifySample(k, sr, local, nil); err != nil {
 		return Sample{}, err
 	}
 	r.samples.Add(1)
@@ -344,6 +468,7 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 		return nil, err
 	}
 	s.file = f
+	s.verified = make([]atomic.Uint64, (sr.Len()+63)/64)
 	t1 := time.Now()
 	touchPages(sr.Image(local))
 	load.Open, load.FirstTouch = t1.Sub(t0), time.Since(t1)
@@ -371,6 +496,30 @@ func checkFileSHA256(path, want string) error {
 	return nil
 }
 
+// needsCheck reports whether any of samples [local, local+n) of shard k
+// is to be checked against its CRC-32C on this read.
+func (r *Reader) needsCheck(k int, sr *shard.Reader, local, n int) bool {
+	return r.verifySamples && sr.HasSampleChecksums() && (r.recheckSamples || !r.shards[k].allVerified(local, n))
+}
+
+// verifySample checks sample local of shard k against its CRC-32C, with
+// image standing in for its image bytes when not nil (the copy a batch
+// holds): nil when it matches, when it passed before and the Reader does
+// not recheck, when the shard has no checksum section, or when the Reader
+// skips the checks. The error names the shard file, the warehouse sample
+// and the sample in the shard.
+func (r *Reader) verifySample(k int, sr *shard.Reader, local int, image []byte) error {
+	if !r.needsCheck(k, sr, local, 1) {
+		return nil
+	}
+	if err := sr.VerifySample(local, image); err != nil {
+		return fmt.Errorf("%s: warehouse sample %d: %w", r.shards[k].path, r.starts[k]+local, err)
+	}
+	r.shards[k].markVerified(local)
+	r.verified.Add(1)
+	return nil
+}
+
 // touchSink keeps touchPages' reads from being optimised away.
 var touchSink atomic.Uint32
 
@@ -384,12 +533,24 @@ func touchPages(b []byte) {
 	touchSink.Add(uint32(acc))
 }
 
+// verifyChunk bounds the image bytes ReadRunInto reads with one pread when
+// it checks samples: each chunk's CRCs are computed right after its pread,
+// while the bytes are still in the CPU cache, instead of reading a whole
+// run back from memory.
+const verifyChunk = 512 << 10
+
 // ReadRunInto reads the n consecutive samples first..first+n-1 into rows
 // row..row+n-1 of b: per shard they cover, one pread of all their images
 // straight into b.Images (no mapping is touched, so no page faults and no
 // page-table growth however much is read) and one copy of their boxes,
 // masks, records and extras from the mapping. This is the batch fill path;
 // a shuffled batch is a run of length 1 per sample, still one pread each.
+//
+// Each sample is checked against its CRC-32C as read into b, on its first
+// read (see OpenOptions.SkipSampleChecksums and RecheckSamples): when a run
+// holds a sample to check, its images are read in preads of up to
+// verifyChunk bytes (at least one sample), each followed by the CRCs of its
+// samples.
 func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 	if first < 0 || n < 0 || first > r.Len()-n {
 		return fmt.Errorf("%s: samples [%d, %d) out of range [0, %d)", r.dir, first, first+n, r.Len())
@@ -404,11 +565,27 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 			return err
 		}
 		m := min(n, sr.Len()-local)
-		off, length := sr.ImageSpan(local, m)
 		img := int(r.layout.ImageBytes())
-		dst := b.Images[row*img : row*img+length]
-		if _, err := r.shards[k].file.ReadAt(dst, off); err != nil {
-			return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local, local+m-1, err)
+		verify := r.needsCheck(k, sr, local, m)
+		step := m
+		if verify {
+			step = max(1, verifyChunk/max(img, 1))
+		}
+		for j := 0; j < m; j += step {
+			c := min(step, m-j)
+			off, length := sr.ImageSpan(local+j, c)
+			dst := b.Images[(row+j)*img : (row+j)*img+length]
+			if _, err := r.shards[k].file.ReadAt(dst, off); err != nil {
+				return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local+j, local+j+c-1, err)
+			}
+			if !verify {
+				continue
+			}
+			for q := range c {
+				if err := r.verifySample(k, sr, local+j+q, dst[q*img:(q+1)*img]); err != nil {
+					return err
+				}
+			}
 		}
 		sr.CopyRows(local, b.rows(row, m))
 		r.samples.Add(int64(m))
@@ -472,6 +649,10 @@ func (r *Reader) Close() error {
 		}
 		s.err = fmt.Errorf("%s: warehouse reader closed", s.path)
 		s.mu.Unlock()
+	}
+	if r.readersLock != nil {
+		r.readersLock.Close() // releases the shared lock
+		r.readersLock = nil
 	}
 	return errors.Join(errs...)
 }

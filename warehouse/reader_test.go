@@ -304,9 +304,9 @@ func badInputCases() []badInputCase {
 					t.Fatal(err)
 				}
 			},
-			open:  "%[2]s: 1174 bytes, the manifest says 1184",
-			quick: []Finding{{Kind: FindingShardSize, Shard: s1, Sample: -1, Detail: "%[2]s: 1174 bytes, the manifest says 1184"}},
-			full:  []Finding{{Kind: FindingShardSize, Shard: s1, Sample: -1, Detail: "%[2]s: 1174 bytes, the manifest says 1184"}},
+			open:  "%[2]s: 1210 bytes, the manifest says 1220",
+			quick: []Finding{{Kind: FindingShardSize, Shard: s1, Sample: -1, Detail: "%[2]s: 1210 bytes, the manifest says 1220"}},
+			full:  []Finding{{Kind: FindingShardSize, Shard: s1, Sample: -1, Detail: "%[2]s: 1210 bytes, the manifest says 1220"}},
 		},
 		{
 			name: "truncated shard, manifest bytes edited to match", shard: 1,
@@ -317,9 +317,9 @@ func badInputCases() []badInputCase {
 				fx.m.Shards[1].Bytes = 1174
 				fx.writeManifest(t)
 			},
-			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1184",
-			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1184"}},
-			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1184"}},
+			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1220 (1184 without per-sample checksums)",
+			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1220 (1184 without per-sample checksums)"}},
+			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1220 (1184 without per-sample checksums)"}},
 		},
 		{
 			name: "flipped magic byte", shard: 1,
@@ -331,11 +331,26 @@ func badInputCases() []badInputCase {
 		},
 		{
 			// The low byte of an f16 image element: still finite, so only
-			// the checksum can tell.
+			// the checksums can tell: the sample's CRC-32C when it is read
+			// (both values computed outside Go, with Python's crc32c
+			// package, over the file's bytes), the shard's sha256 when
+			// checksums are verified or the warehouse is.
 			name: "flipped image byte", shard: 1,
 			break_:     func(t *testing.T, fx *fixture) { fx.flipByte(t, 1, 80+4) },
+			sample:     "%[2]s: warehouse sample 4: shard: corrupt: sample 0: crc32c 0xeea18658, the checksum table says 0x79484004",
 			sampleSums: "%[2]s: " + checksum,
 			full:       []Finding{{Kind: FindingChecksum, Shard: s1, Sample: -1, Detail: checksum}},
+		},
+		{
+			// Sample 0's CRC in the checksum table (shard 1: 4 samples,
+			// the section at 1184, CRCs from 1200): the table's own CRC
+			// refuses the shard when it is opened.
+			name: "flipped checksum table byte", shard: 1,
+			break_:     func(t *testing.T, fx *fixture) { fx.flipByte(t, 1, 1200) },
+			sample:     "%[2]s: shard: corrupt: checksum table crc32c 0x71162a8f, table_crc32c says 0xfecc5775",
+			sampleSums: "%[2]s: " + checksum,
+			quick:      corrupt(s1, "checksum table crc32c 0x71162a8f, table_crc32c says 0xfecc5775"),
+			full:       withChecksum(s1, corrupt(s1, "checksum table crc32c 0x71162a8f, table_crc32c says 0xfecc5775")),
 		},
 		{
 			name: "wrong dtype tag", shard: 1,
@@ -381,9 +396,9 @@ func badInputCases() []badInputCase {
 				fx.m.Summary.Total.Kept--
 				fx.writeManifest(t)
 			},
-			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1184, but 3 samples of this layout take 920",
-			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1184, but 3 samples of this layout take 920"}},
-			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1184, but 3 samples of this layout take 920"}},
+			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1220, but 3 samples of this layout take 952 (920 without per-sample checksums)",
+			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1220, but 3 samples of this layout take 952 (920 without per-sample checksums)"}},
+			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1220, but 3 samples of this layout take 952 (920 without per-sample checksums)"}},
 		},
 		{
 			name: "relative_path with ..", shard: 1,
@@ -558,12 +573,14 @@ func TestBadInput(t *testing.T) {
 func TestFixtureSizesMatchTheFormatDoc(t *testing.T) {
 	fx := writeFixture(t, defaultSpec())
 	// 4 samples of 3x4x6 F16, max_boxes 3: images 4*144, boxes 4*24, mask
-	// 4*6, padded to 776, meta header 24, records 4*96.
-	if got := fx.m.Shards[1].Bytes; got != 80+576+96+24+24+384 {
+	// 4*6, padded to 776, meta header 24, records 4*96 end at 1184 (a
+	// multiple of 8), checksum header 16, CRCs 4*4, table CRC 4.
+	if got := fx.m.Shards[1].Bytes; got != 80+576+96+24+24+384+16+16+4 {
 		t.Fatalf("shard-00001 is %d bytes", got)
 	}
-	// 3 samples: 80+432+72+18 = 602, padded to 608, +24 +3*96.
-	if got := fx.m.Shards[2].Bytes; got != 608+24+288 {
+	// 3 samples: 80+432+72+18 = 602, padded to 608, +24 +3*96 = 920, +16
+	// +3*4 +4.
+	if got := fx.m.Shards[2].Bytes; got != 608+24+288+16+12+4 {
 		t.Fatalf("shard-00002 is %d bytes", got)
 	}
 }
@@ -583,7 +600,7 @@ func TestVerifyCleanAndContent(t *testing.T) {
 	putF32(nan, float32(math.NaN()))
 	fx.patchShard(t, 1, 80+imageBytes+3*4, nan)
 	l := fx.layout
-	recordsStart := l.FileSize(3) - 3*int64(l.RecordSize()) - 3*int64(l.ExtraF32*4)
+	recordsStart := l.FileSizeWithoutChecksums(3) - 3*int64(l.RecordSize()) - 3*int64(l.ExtraF32*4)
 	inf := make([]byte, 4)
 	putF32(inf, float32(math.Inf(1)))
 	fx.patchShard(t, 1, recordsStart+3*int64(l.RecordSize())+2*8+4, inf)

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -55,16 +58,38 @@ const (
 	// zero, a class index outside the class table, a source index outside
 	// the sources table) (Full only).
 	FindingContent FindingKind = "content"
-	// FindingUnreadable: reading the shard failed with an I/O error.
+	// FindingUnreadable: reading the shard (or the file) failed with an
+	// I/O error.
 	FindingUnreadable FindingKind = "unreadable"
+	// FindingManifestDigest: manifest.json.sha256 disagrees with
+	// manifest.json (either may be damaged; File is manifest.json), is
+	// malformed or unreadable (File is manifest.json.sha256), or is
+	// missing beside a manifest that records file checksums. A mismatch
+	// is checked first and stops the verification: nothing in the
+	// manifest can be trusted.
+	FindingManifestDigest FindingKind = "manifest_digest"
+	// FindingFileMissing: a file files.checksums lists does not exist (or
+	// is reached through a symlink that leaves the version directory).
+	FindingFileMissing FindingKind = "file_missing"
+	// FindingFileSize: the file is not the size files.checksums records,
+	// or is not a regular file.
+	FindingFileSize FindingKind = "file_size"
+	// FindingFileChecksum: the file's sha256 differs from the one
+	// files.checksums records (quick verification re-hashes every listed
+	// file but the Zarr store's chunk files; Full re-hashes those too).
+	FindingFileChecksum FindingKind = "file_checksum"
 )
 
 // Finding is one problem Verify found. Shard is the shard's path relative
-// to the version directory ("" for the manifest and thresholds); Sample is
-// the global sample index, or -1 when the finding is not about one sample.
+// to the version directory, for findings about a shard; File is the path,
+// relative to the version directory, of any other file a finding is about
+// (manifest_digest, file_*, unreadable); both are "" for thresholds and
+// for kind manifest, whose detail names manifest.json. Sample is the
+// global sample index, or -1 when the finding is not about one sample.
 type Finding struct {
 	Kind   FindingKind `json:"kind"`
 	Shard  string      `json:"shard,omitempty"`
+	File   string      `json:"file,omitempty"`
 	Sample int         `json:"sample"`
 	Detail string      `json:"detail"`
 }
@@ -74,6 +99,9 @@ func (f Finding) String() string {
 	b.WriteString(string(f.Kind))
 	if f.Shard != "" {
 		b.WriteString(" " + f.Shard)
+	}
+	if f.File != "" {
+		b.WriteString(" " + f.File)
 	}
 	if f.Sample >= 0 {
 		fmt.Fprintf(&b, " sample %d", f.Sample)
@@ -98,12 +126,16 @@ func (e *FindingsError) Error() string {
 
 // VerifyOptions configure Verify.
 type VerifyOptions struct {
-	// Full re-hashes every shard and reads every value: finite images,
-	// boxes, masks and extras; masks, boxes and class indices consistent.
-	// Without it Verify checks the manifest, the thresholds and every
-	// shard's presence, size and header, reading a few bytes per shard.
+	// Full re-hashes every shard and every file of the Zarr store and
+	// reads every value: finite images, boxes, masks and extras; masks,
+	// boxes and class indices consistent. Without it Verify checks the
+	// manifest against its digest, the manifest itself, the thresholds,
+	// every other file's size and sha256 (files.checksums; the Zarr store's
+	// chunk files by size only) and every shard's presence, size and
+	// header, reading a few bytes per shard.
 	Full bool
-	// Workers is how many shards are checked at once; 0 means GOMAXPROCS.
+	// Workers is how many shards and files are checked at once; 0 means
+	// GOMAXPROCS.
 	Workers int
 	// Logger receives one line per shard checked. nil discards.
 	Logger *slog.Logger
@@ -113,11 +145,38 @@ type VerifyOptions struct {
 // one shard; the rest are counted in one more finding.
 const maxSampleFindings = 10
 
+// VerifyResult is what VerifyReport found.
+type VerifyResult struct {
+	// Findings are the problems, in the order the checks run: manifest
+	// digest, manifest, thresholds, files.checksums entries (sorted by
+	// path), shards in manifest order. Any finding means: do not train on
+	// this version.
+	Findings []Finding
+	// Notes say what could not be checked and why, without being a
+	// problem: a version published before manifests recorded the
+	// checksums of their other files.
+	Notes []string
+}
+
+// NoteUncovered is the note for a version whose manifest records no
+// checksums of its other files (built before they were recorded).
+const NoteUncovered = "side files not covered: this version's manifest predates files.checksums and manifest.json.sha256; " +
+	"only the manifest's consistency and the shards were checked (rebuild with WAREHOUSE_CLEAR=1 to cover every file)"
+
 // Verify checks the warehouse version at path (a version directory or a
 // root with a "latest" pointer) and returns everything it found wrong, in
-// manifest order, or nil. The error is for what prevents checking at all:
-// path is not a warehouse, or ctx ended.
+// the order of VerifyResult.Findings, or nil. The error is for what
+// prevents checking at all: path is not a warehouse, or ctx ended.
 func Verify(ctx context.Context, path string, opts VerifyOptions) ([]Finding, error) {
+	r, err := VerifyReport(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.Findings, nil
+}
+
+// VerifyReport is Verify with the notes on what could not be checked.
+func VerifyReport(ctx context.Context, path string, opts VerifyOptions) (*VerifyResult, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -126,18 +185,39 @@ func Verify(ctx context.Context, path string, opts VerifyOptions) ([]Finding, er
 	if err != nil {
 		return nil, err
 	}
-	m, err := ReadManifest(dir)
+	res := &VerifyResult{}
+	stop := func(f Finding) (*VerifyResult, error) {
+		res.Findings = append(res.Findings, f)
+		return res, nil
+	}
+	raw, err := readManifestBytes(dir)
 	if err != nil {
-		return []Finding{{Kind: FindingManifest, Sample: -1, Detail: err.Error()}}, nil
+		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: err.Error()})
+	}
+	// The digest first: a manifest that disagrees with it is damaged, and
+	// nothing it says (shard sizes, checksums) can be trusted.
+	sealed, p := checkManifestDigest(dir, raw)
+	if p != nil {
+		return stop(Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.error(dir).Error()})
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: fmt.Sprintf("%s: %v", filepath.Join(dir, ManifestName), err)})
+	}
+	if p := requireSeal(m, sealed); p != nil {
+		// The manifest itself is consistent: go on and check the rest.
+		res.Findings = append(res.Findings, Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.error(dir).Error()})
+	}
+	if m.Files.Checksums == nil {
+		res.Notes = append(res.Notes, NoteUncovered)
 	}
 	layout, err := manifestLayout(m)
 	if err != nil {
-		return []Finding{{Kind: FindingManifest, Sample: -1, Detail: manifestError(dir, err).Error()}}, nil
+		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: manifestError(dir, err).Error()})
 	}
-	var findings []Finding
 	for _, f := range m.Thresholds.Evaluate(m.Summary.Total) {
 		if f.Action != validate.ActionWarn {
-			findings = append(findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
+			res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
 		}
 	}
 	root, err := os.OpenRoot(dir)
@@ -150,9 +230,20 @@ func Verify(ctx context.Context, path string, opts VerifyOptions) ([]Finding, er
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	files := slices.Sorted(maps.Keys(m.Files.Checksums))
+	perFile := make([]*Finding, len(files))
 	perShard := make([][]Finding, len(m.Shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
+	for k, name := range files {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			perFile[k] = verifyFile(gctx, root, dir, name, m.Files.Checksums[name], opts.Full || !IsBulkFile(name))
+			return gctx.Err()
+		})
+	}
 	for k := range m.Shards {
 		g.Go(func() error {
 			if err := gctx.Err(); err != nil {
@@ -167,10 +258,56 @@ func Verify(ctx context.Context, path string, opts VerifyOptions) ([]Finding, er
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	for _, fs := range perShard {
-		findings = append(findings, fs...)
+	for _, f := range perFile {
+		if f != nil {
+			res.Findings = append(res.Findings, *f)
+		}
 	}
-	return findings, nil
+	for _, fs := range perShard {
+		res.Findings = append(res.Findings, fs...)
+	}
+	log.Info("files verified", "files", len(files), "shards", len(m.Shards), "findings", len(res.Findings), "full", opts.Full)
+	return res, nil
+}
+
+// verifyFile checks one files.checksums entry: present inside the version
+// directory, a regular file of the recorded size, and, when hash is set,
+// of the recorded sha256. It returns the finding, or nil.
+func verifyFile(ctx context.Context, root *os.Root, dir, name string, want FileChecksum, hash bool) *Finding {
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	finding := func(kind FindingKind, format string, args ...any) *Finding {
+		return &Finding{Kind: kind, File: name, Sample: -1, Detail: fmt.Sprintf(format, args...)}
+	}
+	fi, err := root.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return finding(FindingFileMissing, "%s: missing: the manifest lists it in files.checksums", path)
+	case err != nil:
+		return finding(FindingFileMissing, "%s: %v", path, err)
+	case !fi.Mode().IsRegular():
+		return finding(FindingFileSize, "%s: not a regular file", path)
+	case fi.Size() != want.Bytes:
+		return finding(FindingFileSize, "%s: %d bytes, the manifest says %d", path, fi.Size(), want.Bytes)
+	case !hash:
+		return nil
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return finding(FindingUnreadable, "%s: %v", path, err)
+	}
+	defer f.Close()
+	got, err := checksumReader(ctx, f)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		return finding(FindingUnreadable, "%s: read: %v", path, err)
+	case err != nil:
+		return nil // cancelled: the caller returns ctx's error
+	case got.Bytes != want.Bytes:
+		return finding(FindingFileSize, "%s: read %d bytes, the manifest says %d", path, got.Bytes, want.Bytes)
+	case got.SHA256 != want.SHA256:
+		return finding(FindingFileChecksum, "%s: sha256 %s, the manifest says %s", path, got.SHA256, want.SHA256)
+	}
+	return nil
 }
 
 // shardVerifier checks one shard.

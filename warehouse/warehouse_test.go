@@ -196,7 +196,7 @@ func TestPublishNewThenReplace(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got := strings.Join(names, ","); got != ".v1.lock,latest,v1" {
+	if got := strings.Join(names, ","); got != ".v1.lock,.v1.readers,latest,v1" {
 		t.Fatalf("root holds %s: the replaced version or a tmp dir was left behind", got)
 	}
 }

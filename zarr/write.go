@@ -25,7 +25,7 @@ import (
 
 // StoreName is the store's directory name when a build writes it into the
 // version directory.
-const StoreName = "warehouse.zarr"
+const StoreName = warehouse.ZarrStoreName
 
 // MaxZstdLevel is the highest zstd level; Options.ZstdLevel 1..MaxZstdLevel
 // compresses inner chunks.

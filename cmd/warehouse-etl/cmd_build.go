@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"warehouse-etl/config"
@@ -26,11 +28,13 @@ environment:
   WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}_RATIO  override a threshold's max_ratio ("off" removes it)
   WAREHOUSE_{INVALID,MISSING,EMPTY}_ACTION     fail or warn`
 
-func runBuild(ctx context.Context, env *environment, args []string) error {
+func runBuild(ctx context.Context, env *environment, args []string) (err error) {
 	fs := newFlagSet(env, "build", buildSynopsis)
 	configPath := fs.String("config", "", "build config file (JSON with comments)")
 	workers := fs.Int("workers", 0, "worker count; 0 uses the config's workers (0 there = one per CPU)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the build to this file (go tool pprof)")
+	metricsFile := fs.String("metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too): for node_exporter's textfile collector")
+	lockWait := fs.Duration("lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -39,6 +43,24 @@ func runBuild(ctx context.Context, env *environment, args []string) error {
 	if *configPath == "" {
 		fs.Usage()
 		return usageError{fmt.Errorf("--config is required")}
+	}
+	if *lockWait < 0 {
+		return usageError{fmt.Errorf("--lock-wait %v: must be >= 0", *lockWait)}
+	}
+	var res *pipeline.Result
+	if *metricsFile != "" {
+		// Written whatever happens next, config errors included, so a
+		// monitoring system sees every failed night.
+		start := time.Now()
+		defer func() {
+			m := buildMetrics{config: *configPath, start: start, end: time.Now(), exitCode: exitCode(ctx, err), res: res}
+			if werr := writeBuildMetrics(*metricsFile, m); werr != nil {
+				fmt.Fprintf(env.stderr, "warehouse-etl build: --metrics-file: %v\n", werr)
+				if err == nil {
+					err = werr
+				}
+			}
+		}()
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
@@ -67,16 +89,20 @@ func runBuild(ctx context.Context, env *environment, args []string) error {
 		}
 		defer stop()
 	}
-	res, err := pipeline.Build(ctx, pipeline.Options{
+	res, err = pipeline.Build(ctx, pipeline.Options{
 		Config:   cfg,
 		Clear:    clearRequested(env.getenv("WAREHOUSE_CLEAR")),
 		Getenv:   env.getenv,
 		Logger:   log,
 		Counters: counters,
 		Workers:  *workers,
+		LockWait: *lockWait,
 	})
 	if bar != nil {
 		bar.stop()
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w\nthe filesystem of output_root %s is full: nothing was published and the build's temporary directory was removed; free space (warehouse-etl gc) or point output_root elsewhere", err, cfg.Resolve(cfg.OutputRoot))
 	}
 	if err != nil {
 		return err

@@ -67,6 +67,11 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 	for _, s := range m.Shards {
 		report.ShardFiles = append(report.ShardFiles, shardFileStatus(dir, s))
 	}
+	if checked, err := warehouse.ShardsWithSampleChecksums(m); err != nil {
+		report.SampleChecksums = "unknown: " + err.Error()
+	} else {
+		report.SampleChecksums = sampleChecksumsText(checked, len(m.Shards))
+	}
 	if *sampleIndex >= 0 {
 		// Inspection is not training: a warehouse over its thresholds is
 		// still shown.
@@ -102,7 +107,10 @@ type inspectReport struct {
 	Manifest          *warehouse.Manifest `json:"manifest"`
 	ThresholdFindings []validate.Finding  `json:"threshold_findings"`
 	ShardFiles        []shardFile         `json:"shard_files"`
-	Sample            *sampleReport       `json:"sample,omitempty"`
+	// SampleChecksums says whether the shards carry per-sample CRC-32Cs
+	// (sampleChecksumsText), from the manifest's shard sizes.
+	SampleChecksums string        `json:"sample_checksums"`
+	Sample          *sampleReport `json:"sample,omitempty"`
 }
 
 type shardFile struct {
@@ -246,6 +254,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 	}
 
 	fmt.Fprintf(w, "\nshards\n")
+	fmt.Fprintf(w, "  per-sample checksums: %s\n", r.SampleChecksums)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ID\tFIRST\tSAMPLES\tBYTES\tSHA256\tFILE")
 	for i, s := range m.Shards {

@@ -23,7 +23,11 @@ const loadSynopsis = `(--tensor-warehouse PATH | --config FILE) [flags]
 
 Reads a warehouse the way training does (mmap, shuffled batches for one
 rank, prefetched into contiguous buffers) and reports samples/s, GB/s,
-shard load times and peak memory. With only --config it reads the version
+shard load times and peak memory. Each sample is checked against its
+shard's CRC-32C on its first read, as training's reads are
+(--recheck-samples: on every read; --no-verify-samples: never, to measure
+the reads alone); a warehouse built before per-sample checksums is read
+unchecked and says so. With only --config it reads the version
 that config builds. --allow-live --config FILE decodes samples from the
 source on the fly when that version was never built: a slow development
 fallback, announced loudly; a warehouse that exists but is damaged is an
@@ -56,6 +60,13 @@ type loadReport struct {
 	Shards           *warehouse.LoadStats `json:"shards,omitempty"`
 	LiveFailed       int64                `json:"live_failed,omitempty"`
 	Memory           memoryReport         `json:"memory"`
+	// SampleChecksums says whether the shards carry per-sample CRC-32Cs
+	// (sampleChecksumsText); VerifySamples how load checked them: "first
+	// read", "every read" or "off"; SamplesVerified counts the checks that
+	// passed. Absent for a live source.
+	SampleChecksums string `json:"sample_checksums,omitempty"`
+	VerifySamples   string `json:"verify_samples,omitempty"`
+	SamplesVerified int64  `json:"samples_verified"`
 }
 
 func runLoad(ctx context.Context, env *environment, args []string) error {
@@ -75,6 +86,8 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	workers := fs.Int("workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
 	maxBatches := fs.Int("max-batches", 0, "stop each epoch after this many batches; 0 = all")
 	verifySums := fs.Bool("verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
+	noVerifySamples := fs.Bool("no-verify-samples", false, "hand samples out without checking their per-sample CRC-32C (benchmarks of the reads alone)")
+	recheckSamples := fs.Bool("recheck-samples", false, "check each sample's CRC-32C on every read, not only on its first")
 	ignoreThresholds := fs.Bool("ignore-thresholds", false, "read a warehouse whose summary exceeds its thresholds")
 	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
 	var lf logFlags
@@ -99,6 +112,9 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	}
 	if *epochs < 1 {
 		return usageError{fmt.Errorf("--epochs %d: must be >= 1", *epochs)}
+	}
+	if *noVerifySamples && *recheckSamples {
+		return usageError{errors.New("--no-verify-samples and --recheck-samples contradict each other")}
 	}
 	log, err := lf.logger(env.stderr)
 	if err != nil {
@@ -126,12 +142,22 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	dir, resolveErr := warehouse.ResolveDir(*path)
 	switch {
 	case resolveErr == nil:
-		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: *ignoreThresholds, VerifyChecksums: *verifySums})
+		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: *ignoreThresholds, VerifyChecksums: *verifySums,
+			SkipSampleChecksums: *noVerifySamples, RecheckSamples: *recheckSamples})
 		if err != nil {
 			return err
 		}
 		defer reader.Close()
 		src, rep.Dir = reader, dir
+		rep.SampleChecksums = sampleChecksumsText(reader.SampleChecksums())
+		switch verify, everyRead := reader.VerifiesSamples(); {
+		case !verify:
+			rep.VerifySamples = "off"
+		case everyRead:
+			rep.VerifySamples = "every read"
+		default:
+			rep.VerifySamples = "first read"
+		}
 	case *allowLive:
 		fmt.Fprintf(env.stderr, "\n%s\nWARNING: no warehouse at %s.\nWARNING: LIVE DECODING from %s: every sample is decoded, resized and\nWARNING: normalized on every read. This is a development fallback, far slower than a\nWARNING: warehouse and unchecked by verify. Build it: warehouse-etl build --config %s\n%s\n\n",
 			strings.Repeat("!", 78), *path, cfg.Resolve(cfg.Source.Root), *configPath, strings.Repeat("!", 78))
@@ -176,7 +202,8 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	if reader != nil {
 		st := reader.Stats()
 		rep.Shards = &st
-		log.Info("shard load summary", "stats", st)
+		rep.SamplesVerified = reader.SamplesVerified()
+		log.Info("shard load summary", "stats", st, "samples_verified", rep.SamplesVerified)
 	}
 	if live != nil {
 		rep.LiveFailed = live.Failed()
@@ -238,6 +265,16 @@ func printLoad(w io.Writer, r *loadReport) {
 	if r.Shards != nil {
 		fmt.Fprintf(w, "  %s\n", r.Shards.String())
 	}
+	if r.SampleChecksums != "" {
+		how := fmt.Sprintf("checked on %s: %d checks passed", r.VerifySamples, r.SamplesVerified)
+		switch {
+		case r.SampleChecksums == sampleChecksumsNone:
+			how = "samples read unchecked"
+		case r.VerifySamples == "off":
+			how = "not checked (--no-verify-samples)"
+		}
+		fmt.Fprintf(w, "  per-sample checksums: %s, %s\n", r.SampleChecksums, how)
+	}
 	if r.Live {
 		fmt.Fprintf(w, "  live samples that failed to decode (served empty): %d\n", r.LiveFailed)
 	}
@@ -245,6 +282,23 @@ func printLoad(w io.Writer, r *loadReport) {
 		fmt.Fprintf(w, "  peak RSS %.1f MB (anonymous peak %.1f MB; file-backed pages at the end %.1f MB, page cache shared with other readers)\n",
 			float64(m.PeakRSS)/1e6, float64(m.PeakAnon)/1e6, float64(m.FileRSS)/1e6)
 	}
+}
+
+// sampleChecksumsNone is sampleChecksumsText for a warehouse none of whose
+// shards has per-sample CRC-32Cs.
+const sampleChecksumsNone = "none (older warehouse)"
+
+// sampleChecksumsText says, for inspect and load, whether a warehouse's
+// shards carry per-sample CRC-32Cs: "yes", "none (older warehouse)", or
+// "partial (k of n shards)".
+func sampleChecksumsText(checked, shards int) string {
+	switch checked {
+	case shards:
+		return "yes"
+	case 0:
+		return sampleChecksumsNone
+	}
+	return fmt.Sprintf("partial (%d of %d shards)", checked, shards)
 }
 
 // memoryReport is the process's memory as /proc/self/status tells it.

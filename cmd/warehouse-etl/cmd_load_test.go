@@ -88,7 +88,7 @@ func TestLoadRefusals(t *testing.T) {
 	}
 	m["summary"].(map[string]any)["total"].(map[string]any)["invalid"] = 20
 	raw, _ = json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
+	if err := warehouse.WriteManifest(dir, raw); err != nil { // resealed: manifest.json.sha256 agrees
 		t.Fatal(err)
 	}
 	res := runCLI(t, context.Background(), nil, "load", "--tensor-warehouse", dir, "--quiet")

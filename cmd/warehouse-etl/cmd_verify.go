@@ -13,19 +13,24 @@ import (
 const verifySynopsis = `--tensor-warehouse PATH [--full] [flags]
 
 Checks a warehouse version (a version directory, or an output root with a
-"latest" pointer): the manifest's schema and consistency, the recorded
-thresholds against the recorded summary, and every shard's presence, size
-and header against the manifest. --full also re-hashes every shard (sha256)
-and reads every value: finite images, boxes, masks and extras; masks, boxes
-and class indices consistent. Prints each finding and the command to run
-next; exits 7 when anything was found.`
+"latest" pointer): the manifest against its digest (manifest.json.sha256),
+the manifest's schema and consistency, the recorded thresholds against the
+recorded summary, the size and sha256 of every other file the manifest
+lists (samples.jsonl, fingerprint.jsonl, build_report.json, the Parquet
+exports, the Zarr store's metadata; its chunk files by size), and every
+shard's presence, size and header against the manifest.
+--full also re-hashes every shard and Zarr chunk file (sha256) and reads
+every value: finite images, boxes, masks and extras; masks, boxes and class
+indices consistent. Prints each finding naming its file, and the command to
+run next; exits 7 when anything was found. A version built before manifests
+recorded these checksums is verified as before, with a note.`
 
 func runVerify(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "verify", verifySynopsis)
 	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	full := fs.Bool("full", false, "re-hash every shard and check every value")
+	full := fs.Bool("full", false, "re-hash every shard and Zarr chunk file and check every value")
 	asJSON := fs.Bool("json", false, "print the findings as one JSON object on stdout")
-	workers := fs.Int("workers", 0, "shards checked at once; 0 = one per CPU")
+	workers := fs.Int("workers", 0, "shards and files checked at once; 0 = one per CPU")
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -43,10 +48,11 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	findings, err := warehouse.Verify(ctx, dir, warehouse.VerifyOptions{Full: *full, Workers: *workers, Logger: log})
+	res, err := warehouse.VerifyReport(ctx, dir, warehouse.VerifyOptions{Full: *full, Workers: *workers, Logger: log})
 	if err != nil {
 		return err
 	}
+	findings := res.Findings
 	next := verifyNext(dir, *full, findings)
 	if *asJSON {
 		out := struct {
@@ -54,10 +60,14 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 			Full     bool                `json:"full"`
 			Count    int                 `json:"count"`
 			Findings []warehouse.Finding `json:"findings"`
+			Notes    []string            `json:"notes"`
 			Next     string              `json:"next"`
-		}{dir, *full, len(findings), findings, next}
+		}{dir, *full, len(findings), findings, res.Notes, next}
 		if out.Findings == nil {
 			out.Findings = []warehouse.Finding{}
+		}
+		if out.Notes == nil {
+			out.Notes = []string{}
 		}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -65,7 +75,7 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 	} else {
-		printFindings(env.stdout, dir, *full, findings, next)
+		printFindings(env.stdout, dir, *full, findings, res.Notes, next)
 	}
 	if len(findings) > 0 {
 		return &warehouse.FindingsError{Dir: dir, Findings: findings}
@@ -73,25 +83,31 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Finding, next string) {
-	mode := "quick: manifest, thresholds, shard presence, sizes and headers"
+func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Finding, notes []string, next string) {
+	mode := "quick: manifest and its digest, thresholds, every other file's sha256, shard presence, sizes and headers"
 	if full {
-		mode = "full: also every shard's sha256 and every value"
+		mode = "full: also every shard's and Zarr chunk's sha256 and every value"
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	if len(findings) == 0 {
 		fmt.Fprintf(w, "ok: %s (%s)\n", dir, mode)
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tSHARD\tSAMPLE\tDETAIL")
+		fmt.Fprintln(tw, "KIND\tFILE\tSAMPLE\tDETAIL")
 		for _, f := range findings {
-			shardName, sample := f.Shard, "-"
-			if shardName == "" {
-				shardName = "-"
+			file, sample := f.Shard, "-"
+			if file == "" {
+				file = f.File
+			}
+			if file == "" {
+				file = "-"
 			}
 			if f.Sample >= 0 {
 				sample = fmt.Sprint(f.Sample)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Kind, shardName, sample, f.Detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Kind, file, sample, f.Detail)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "%d finding(s) in %s (%s)\n", len(findings), dir, mode)

@@ -131,7 +131,7 @@ func versionDirs(t *testing.T, outRoot string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lock") {
+		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") { // lock files
 			names = append(names, e.Name())
 		}
 	}
@@ -197,7 +197,7 @@ func TestBuildDemoEndToEnd(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got := strings.Join(names, ","); got != "build.parquet,build_report.json,fingerprint.jsonl,manifest.json,runs.parquet,samples.jsonl,samples.parquet,shards" {
+	if got := strings.Join(names, ","); got != "build.parquet,build_report.json,fingerprint.jsonl,manifest.json,manifest.json.sha256,runs.parquet,samples.jsonl,samples.parquet,shards" {
 		t.Fatalf("version dir holds %s", got)
 	}
 }
@@ -297,7 +297,8 @@ func TestThresholdFailurePublishesNothing(t *testing.T) {
 }
 
 // Same config and inputs, 1 and 4 workers: byte-identical shards and
-// samples.jsonl, and manifests that differ only in created_at_ms.
+// samples.jsonl, and manifests that differ only in created_at_ms and the
+// files.checksums entries of the files that carry it or the timings.
 func TestDeterministicAcrossWorkerCounts(t *testing.T) {
 	var dirs []string
 	for _, workers := range []string{"1", "4"} {
@@ -320,12 +321,24 @@ func TestDeterministicAcrossWorkerCounts(t *testing.T) {
 			t.Errorf("%s differs between 1 and 4 workers (%d vs %d bytes)", f, len(a), len(b))
 		}
 	}
-	createdAt := regexp.MustCompile(`"created_at_ms": \d+`)
 	a, _ := os.ReadFile(filepath.Join(dirs[0], warehouse.ManifestName))
 	b, _ := os.ReadFile(filepath.Join(dirs[1], warehouse.ManifestName))
-	if !bytes.Equal(createdAt.ReplaceAll(a, nil), createdAt.ReplaceAll(b, nil)) {
-		t.Error("manifests differ beyond created_at_ms")
+	if !bytes.Equal(manifestSansTime(a), manifestSansTime(b)) {
+		t.Errorf("manifests differ beyond created_at_ms and the checksums of the timed files:\n%s\n%s", manifestSansTime(a), manifestSansTime(b))
 	}
+}
+
+// timedEntry matches the files.checksums entries of the files that are not
+// a function of the config and inputs (docs/format/manifest.md):
+// build_report.json and build.parquet (timings, host), runs.parquet (the
+// manifest's created_at_ms).
+var timedEntry = regexp.MustCompile(`\n\s*"(build_report\.json|build\.parquet|runs\.parquet)": \{\s*"bytes": \d+,\s*"sha256": "[0-9a-f]{64}"\s*\},?`)
+
+// manifestSansTime is manifest bytes less created_at_ms and the timed
+// files' checksums: what two builds of one version share byte for byte.
+func manifestSansTime(raw []byte) []byte {
+	raw = regexp.MustCompile(`"created_at_ms": \d+`).ReplaceAll(raw, nil)
+	return timedEntry.ReplaceAll(raw, nil)
 }
 
 func TestInterruptedBuildPublishesNothing(t *testing.T) {

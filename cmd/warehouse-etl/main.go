@@ -37,6 +37,7 @@ var commands = []command{
 	{"load", "read a warehouse the way training does and report throughput", runLoad},
 	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", runExport},
 	{"diff", "compare two versions; exit 6 past the drift limits", runDiff},
+	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", runGC},
 }
 
 const usageText = `usage: warehouse-etl <command> [flags]

@@ -236,7 +236,7 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, warehouse.ManifestName), raw, 0o644); err != nil {
+		if err := warehouse.WriteManifest(d, raw); err != nil { // resealed: the damage under test is the content
 			t.Fatal(err)
 		}
 	}
@@ -251,6 +251,35 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 		}
 	}
 	first := func(k int) int { return int(m.Shards[k].FirstSample) }
+	// headerU64 reads a u64 field of shard k's header in the pristine dir.
+	headerU64 := func(k int, off int64) int64 {
+		f, err := os.Open(filepath.Join(dir, m.Shards[k].RelativePath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var b [8]byte
+		if _, err := f.ReadAt(b[:], off); err != nil {
+			t.Fatal(err)
+		}
+		return int64(binary.LittleEndian.Uint64(b[:]))
+	}
+	dtype, err := shard.ParseDType(m.DefaultDType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imageBytes := shard.Layout{DType: dtype, Width: m.Transform.TargetWidth, Height: m.Transform.TargetHeight,
+		Channels: m.Transform.Channels}.ImageBytes()
+	metaOffset := func(k int) int64 { return headerU64(k, 64) }
+	checksumOffset := func(k int) int64 { return headerU64(k, 72) }
+	// flip inverts one byte of shard k.
+	flip := func(d string, k int, off int64) {
+		raw, err := os.ReadFile(filepath.Join(d, m.Shards[k].RelativePath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch(d, k, off, []byte{^raw[off]})
+	}
 	ratio := 0.0
 	tests := []struct {
 		name   string
@@ -269,9 +298,15 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 			editManifest(d, func(mm *warehouse.Manifest) { mm.Shards[1].Bytes -= 10 })
 		}},
 		{"flipped magic byte", first(1), func(d string) { patch(d, 1, 0, []byte{'T' ^ 0xff}) }},
-		{"flipped meta magic byte", first(2), func(d string) {
-			patch(d, 2, int64(m.Shards[2].Bytes)-int64(m.Shards[2].Samples)*int64(recordSize(m))-24, []byte{'X'})
+		{"flipped meta magic byte", first(2), func(d string) { patch(d, 2, metaOffset(2)+3, []byte{'X'}) }},
+		// Per-sample CRC-32Cs: a flip in a sample's image or record is refused
+		// when that sample is read (not before: the shard opens), a flip in
+		// the checksum table when the shard is opened.
+		{"flipped image byte", first(1) + 1, func(d string) { flip(d, 1, 80+imageBytes+7) }},
+		{"flipped record byte", first(2) + 1, func(d string) {
+			flip(d, 2, metaOffset(2)+24+int64(recordSize(m))+8) // sample 1's frame_id
 		}},
+		{"flipped checksum table byte", first(1), func(d string) { flip(d, 1, checksumOffset(1)+16+2) }},
 		{"wrong dtype tag", first(1), func(d string) { patch(d, 1, 8, []byte{7}) }},
 		{"future shard_version", first(1), func(d string) { patch(d, 1, 4, []byte{2}) }},
 		{"big-endian flag", first(0), func(d string) { patch(d, 0, 12, []byte{1}) }},
@@ -292,7 +327,29 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 				t.Fatal(err)
 			}
 			raw = []byte(strings.Replace(string(raw), `"format_version": 1`, `"format_version": 2`, 1))
-			if err := os.WriteFile(filepath.Join(d, warehouse.ManifestName), raw, 0o644); err != nil {
+			if err := warehouse.WriteManifest(d, raw); err != nil { // resealed: the damage under test is the content
+				t.Fatal(err)
+			}
+		}},
+		// The manifest's detached digest (manifest.json.sha256).
+		{"manifest byte flipped", -1, func(d string) {
+			p := filepath.Join(d, warehouse.ManifestName)
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw[len(raw)/2] ^= 0x01
+			if err := os.WriteFile(p, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"manifest digest removed", -1, func(d string) {
+			if err := os.Remove(filepath.Join(d, warehouse.ManifestDigestName)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"manifest digest malformed", -1, func(d string) {
+			if err := os.WriteFile(filepath.Join(d, warehouse.ManifestDigestName), []byte("not a digest\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -302,7 +359,7 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 				t.Fatal(err)
 			}
 			raw = []byte(strings.Replace(string(raw), `"code_version":`, `"surprise": 1, "code_version":`, 1))
-			if err := os.WriteFile(filepath.Join(d, warehouse.ManifestName), raw, 0o644); err != nil {
+			if err := warehouse.WriteManifest(d, raw); err != nil { // resealed: the damage under test is the content
 				t.Fatal(err)
 			}
 		}},
@@ -394,6 +451,7 @@ func TestPythonPackage(t *testing.T) {
 		"WAREHOUSE_ETL_REPO=" + mustAbs(t, "../.."), "WAREHOUSE_ETL_EXPECT_U8=1"}
 	writeJSON(t, filepath.Join(data, "fixtures.json"), fixtures)
 	writeJSON(t, filepath.Join(data, "damaged.json"), damagedCases(t, fixtures[0].Dir))
+	writeJSON(t, filepath.Join(data, "unchecked.json"), uncheckedFixture(t, fixtures[0].Dir))
 
 	cmd := exec.Command(debianPython, "-m", "unittest", "discover", "-s", mustAbs(t, "../../python/tests"), "-t", mustAbs(t, "../../python"), "-v")
 	cmd.Env = append(os.Environ(), env...)

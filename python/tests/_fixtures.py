@@ -65,5 +65,13 @@ def load_damaged():
         return json.load(f)
 
 
+def load_unchecked():
+    """An older warehouse (shards without checksum sections) made by the Go test from
+    the first fixture: ``original``, ``path``, ``flipped`` (a flipped image byte in
+    sample ``sample``)."""
+    with open(os.path.join(DATA, "unchecked.json")) as f:
+        return json.load(f)
+
+
 __all__ = ["DATA", "REPO", "EXPECT_U8", "need_data", "fixtures", "fixture", "Reference", "raw", "load_damaged",
-           "unittest"]
+           "load_unchecked", "unittest"]

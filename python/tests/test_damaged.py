@@ -11,7 +11,8 @@ class Damaged(unittest.TestCase):
         need_data(self)
         cases = load_damaged()
         names = {c["name"] for c in cases}
-        for want in ("truncated shard", "flipped magic byte", "thresholds violated", "missing shard"):
+        for want in ("truncated shard", "flipped magic byte", "thresholds violated", "missing shard",
+                     "flipped image byte", "flipped record byte", "flipped checksum table byte"):
             self.assertIn(want, names)
         for c in cases:
             with self.subTest(c["name"]):

@@ -14,6 +14,9 @@ same refusals (worded as the Go reader words them), the same values and the same
     for idx in wh.batches(32, seed=0, epoch=3, rank=0, world=1):
         b = wh.read_batch(idx, out=b if "b" in dir() else None)   # contiguous arrays, one pass
 
+Every sample handed out is checked against its shard's CRC-32C on its first read in this
+process (``verify_samples``; shard.md, "Checksum section").
+
 PyTorch: ``warehouse_etl.torch`` (imported separately; torch is optional).
 """
 import builtins
@@ -25,8 +28,10 @@ import time
 
 import numpy as np
 
+from . import _crc32c
 from ._format import (DTYPES, RECORD_FIELDS, ThresholdError, WarehouseError, evaluate_thresholds,
-                      finding_text, go_join, manifest_layout, parse_shard, read_manifest, resolve_dir, stat_shard)
+                      finding_text, go_join, has_sample_checksums, manifest_layout, parse_shard, read_manifest,
+                      resolve_dir, stat_shard)
 from ._order import epoch_order, plan_batches
 
 __version__ = "0.1.0"
@@ -42,7 +47,11 @@ _IOV_MAX = 1024  # buffers per preadv call (Linux IOV_MAX)
 _BATCH_KEYS = ("images", "boxes", "mask", "class_index", "box_count", "records", "extras", "index")
 
 
-def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False):  # noqa: A001 (the API name)
+_VERIFY_SAMPLES = (True, "always", False)
+
+
+def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,  # noqa: A001 (the API name)
+         verify_samples=True):
     """Open the warehouse version at ``path`` (a version directory, or an output root whose
     ``latest`` symlink names one) and check it as docs/format/reading.md says.
 
@@ -55,9 +64,17 @@ def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=Fal
     (``thresholds`` substitutes a dict of stricter limits, manifest.md's ``thresholds``
     shape). Each shard's header is checked when it is first read; with
     ``verify_checksums`` its sha256 is also compared with the manifest then.
+
+    ``verify_samples`` checks every sample ``wh[i]`` and ``read_batch`` hand out against
+    its shard's CRC-32C and raises :class:`WarehouseError` naming the shard file and the
+    sample (the Go reader's words) when its bytes changed since the build: ``True``
+    (default) on the sample's first read in this process (a bit per sample remembers
+    it, so later epochs read at unchecked speed), ``"always"`` on every read, ``False``
+    never (benchmarks of the reads alone). Shards of warehouses built before per-sample
+    checksums have none: they are read unchecked (``sample_checksums()`` says so).
     """
     return Warehouse(path, ignore_thresholds=ignore_thresholds, thresholds=thresholds,
-                     verify_checksums=verify_checksums)
+                     verify_checksums=verify_checksums, verify_samples=verify_samples)
 
 
 def add_argument(parser, *, required=False, help=None):
@@ -73,11 +90,13 @@ class _Shard:
     """One shard: an fd for preadv (reopened after fork or unpickling) and a read-only
     memmap for zero-copy views, both opened on first use."""
 
-    __slots__ = ("entry", "path", "fd", "pid", "sections", "mmap", "error")
+    __slots__ = ("entry", "path", "fd", "pid", "sections", "mmap", "error", "crcs", "verified")
 
     def __init__(self, entry, path):
         self.entry, self.path = entry, path
         self.fd = self.pid = self.sections = self.mmap = self.error = None
+        self.crcs = None      # the checksum table (uint32 per sample), None without one
+        self.verified = None  # bool per sample: passed its CRC-32C check in this process
 
 
 class Warehouse:
@@ -96,23 +115,29 @@ class Warehouse:
     (``os.preadv``) are safe from any thread.
     """
 
-    def __init__(self, path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False):
+    def __init__(self, path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,
+                 verify_samples=True):
+        if not any(verify_samples is v or (isinstance(v, str) and verify_samples == v) for v in _VERIFY_SAMPLES):
+            raise ValueError(f"verify_samples={verify_samples!r}: want True (first read), 'always' or False")
         self.dir = resolve_dir(path)
+        self._readers_lock = _lock_for_reading(self.dir)
         m = read_manifest(self.dir)
         _check_thresholds(self.dir, m, thresholds, ignore_thresholds)
         try:
             layout = manifest_layout(m)
         except ValueError as e:
             raise WarehouseError(f"{go_join(self.dir, 'manifest.json')}: manifest invalid: {e}") from None
-        self._init(self.dir, m, layout, verify_checksums)
+        self._init(self.dir, m, layout, verify_checksums, verify_samples)
         for sh in self._shards:
             stat_shard(self.dir, sh.path, sh.entry)
         log.info("warehouse opened: %s version %s, %d samples in %d shards, %s", self.dir, m["version"][:16],
                  len(self), len(self._shards), m["default_dtype"])
 
-    def _init(self, directory, manifest, layout, verify_checksums):
+    def _init(self, directory, manifest, layout, verify_checksums, verify_samples):
         self.dir, self.manifest, self.layout = directory, manifest, layout
         self.verify_checksums = verify_checksums
+        self.verify_samples = verify_samples
+        self.samples_verified = 0  # CRC-32C checks that passed in this process (reader threads may lose a few)
         self._n = int(manifest["samples"])
         self._shards = [_Shard(e, go_join(directory, e["relative_path"])) for e in manifest["shards"]]
         self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
@@ -129,10 +154,11 @@ class Warehouse:
     # Pickling: the checked manifest travels, the handles do not.
     def __getstate__(self):
         return {"dir": self.dir, "manifest": self.manifest, "layout": self.layout,
-                "verify_checksums": self.verify_checksums}
+                "verify_checksums": self.verify_checksums, "verify_samples": self.verify_samples}
 
     def __setstate__(self, state):
-        self._init(state["dir"], state["manifest"], state["layout"], state["verify_checksums"])
+        self._init(state["dir"], state["manifest"], state["layout"], state["verify_checksums"],
+                   state.get("verify_samples", True))
 
     def __len__(self):
         return self._n
@@ -174,6 +200,12 @@ class Warehouse:
             np.take(table[c % 3], images[..., c, :, :], out=out[..., c, :, :])
         return out
 
+    def sample_checksums(self):
+        """``(checked, shards)``: how many of the shards carry per-sample CRC-32Cs, from
+        the manifest (Go: ``Reader.SampleChecksums``). A warehouse built before they
+        existed has none and is read unchecked."""
+        return sum(has_sample_checksums(sh.entry, self.layout) for sh in self._shards), len(self._shards)
+
     @property
     def image_shape(self):
         """(C, H, W) of one image."""
@@ -181,7 +213,11 @@ class Warehouse:
 
     def close(self):
         """Close every shard file this process opened and drop the mappings (views handed
-        out by ``wh[i]`` keep their mapping alive until they are freed)."""
+        out by ``wh[i]`` keep their mapping alive until they are freed), and release the
+        readers lock that keeps ``warehouse-etl gc`` away from this version."""
+        lock, self._readers_lock = getattr(self, "_readers_lock", None), None
+        if lock is not None:
+            lock.close()
         with self._lock:
             for sh in self._shards:
                 if sh.fd is not None and sh.pid == os.getpid():
@@ -213,6 +249,8 @@ class Warehouse:
                 except BaseException:
                     os.close(fd)
                     raise
+                sh.crcs = sh.sections["crc_table"]
+                sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
             except WarehouseError as e:
                 sh.error = e  # a refused shard stays refused
                 raise
@@ -220,6 +258,34 @@ class Warehouse:
             log.info("shard loaded: %s, %d bytes, open+check %.3f ms", sh.entry["id"], sh.entry["bytes"],
                      (time.perf_counter() - t0) * 1e3)
             return sh
+
+    def _to_check(self, sh, local):
+        """Which of the samples ``local`` (int array) of shard ``sh`` are to be checked
+        against their CRC-32C on this read: a bool array."""
+        if not self.verify_samples or sh.crcs is None:
+            return np.zeros(local.shape[0], dtype=bool)
+        if self.verify_samples == "always":
+            return np.ones(local.shape[0], dtype=bool)
+        return ~sh.verified[local]
+
+    def _check_rows(self, sh, k, local, arrays, rows):
+        """Check rows ``rows`` of ``arrays`` (image, boxes, mask, record, extras rows
+        along axis 0), holding samples ``local`` of shard ``sh`` (index k), against the
+        checksum table, remembering those that pass. Returns None, or the position in
+        ``rows`` of the first mismatch and the Go reader's error for it."""
+        got = _crc32c.crc32c_rows(arrays, rows)
+        want = sh.crcs[local]
+        ok = got == want
+        sh.verified[local[ok]] = True
+        self.samples_verified += int(np.count_nonzero(ok))
+        bad = np.flatnonzero(~ok)
+        if not bad.size:
+            return None
+        r = int(bad[0])
+        j = int(local[r])
+        return r, WarehouseError(f"{sh.path}: warehouse sample {int(self.shard_starts[k]) + j}: shard: corrupt: "
+                                 f"sample {j}: crc32c 0x{int(got[r]):08x}, the checksum table says "
+                                 f"0x{int(want[r]):08x}")
 
     def _locate(self, i):
         if not 0 <= i < self._n:
@@ -245,8 +311,15 @@ class Warehouse:
         img = raw[s["image"] + j * l.image_bytes:s["image"] + (j + 1) * l.image_bytes]
         box = raw[s["boxes"] + j * l.box_bytes:s["boxes"] + (j + 1) * l.box_bytes]
         msk = raw[s["mask"] + j * l.mask_bytes:s["mask"] + (j + 1) * l.mask_bytes]
-        rec = raw[s["records"] + j * l.record_size:s["records"] + (j + 1) * l.record_size].view(self.record_dtype)[0]
-        ext = raw[s["extras"] + j * l.extra_bytes:s["extras"] + (j + 1) * l.extra_bytes].view("<f4")
+        rec_raw = raw[s["records"] + j * l.record_size:s["records"] + (j + 1) * l.record_size]
+        ext_raw = raw[s["extras"] + j * l.extra_bytes:s["extras"] + (j + 1) * l.extra_bytes]
+        local = np.array([j], dtype=np.int64)
+        if self._to_check(sh, local)[0]:
+            bad = self._check_rows(sh, k, local, [a[None] for a in (img, box, msk, rec_raw, ext_raw)], [0])
+            if bad is not None:
+                raise bad[1]
+        rec = rec_raw.view(self.record_dtype)[0]
+        ext = ext_raw.view("<f4")
         extras = {}
         for e in self.extras_spec:
             size = int(np.prod(e["shape"], dtype=np.int64))
@@ -304,7 +377,11 @@ class Warehouse:
         shard costs one ``os.preadv`` per section (images, boxes, mask, records, extras)
         scattering into the destination rows, with no intermediate copy. ``class_index``
         and ``box_count`` come from the records in one vectorised step (padding slots
-        -1, as the Go reader's batches).
+        -1, as the Go reader's batches). Each run's rows are checked against their
+        CRC-32C right after they are read, while the bytes are in the CPU cache, as
+        :func:`open`'s ``verify_samples`` says (on a sample's first read by default);
+        a mismatch raises :class:`WarehouseError` naming the shard file and the sample
+        of the first such row (in row order), after the whole batch was read.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         b = idx.shape[0]
@@ -328,6 +405,8 @@ class Warehouse:
                     ("mask", "mask", l.mask_bytes), ("records", "records", l.record_size),
                     ("extras", "extras", l.extra_bytes)]
         views = [(memoryview(out[key]).cast("B"), sec, size) for key, sec, size in sections if size]
+        checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
+        first_bad = None  # (row, error) of the first row, in row order, that failed its check
         for r0, r1 in zip(starts, ends):
             sh = self._shard(ss_l[r0])
             first = ll_l[r0]
@@ -350,6 +429,17 @@ class Warehouse:
                     if got != want:
                         raise WarehouseError(f"{sh.path}: short read: {got} of {want} bytes at offset {offset}")
                     offset += want
+            # The run's CRC-32C checks, while its bytes are still in the CPU cache.
+            if self.verify_samples and sh.crcs is not None:
+                run_local = ll[r0:r1]
+                need = self._to_check(sh, run_local)
+                if need.any():
+                    run_rows = rows[r0:r1][need]
+                    bad = self._check_rows(sh, ss_l[r0], run_local[need], checked, run_rows)
+                    if bad is not None and (first_bad is None or run_rows[bad[0]] < first_bad[0]):
+                        first_bad = (int(run_rows[bad[0]]), bad[1])
+        if first_bad is not None:
+            raise first_bad[1]
         rec = out["records"]
         counts = rec["box_count"]
         out["box_count"][:] = counts
@@ -375,6 +465,29 @@ class Warehouse:
         indices, _ = self.plan(batch_size, seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle,
                                remainder=remainder)
         yield from indices
+
+
+def _lock_for_reading(directory):
+    """The shared readers lock of a version (``.<version>.readers`` beside it, Go:
+    warehouse.LockForReading): while it is held, ``warehouse-etl gc`` leaves the version
+    alone. None when the root has no lock file and cannot get one (another user's
+    read-only warehouse): the version is read unprotected."""
+    import fcntl
+
+    root, name = os.path.split(os.path.normpath(directory))
+    path = os.path.join(root, "." + name + ".readers")
+    try:
+        f = builtins.open(path, "rb")
+    except FileNotFoundError:
+        try:
+            f = builtins.open(path, "ab")
+        except OSError:
+            log.warning("no readers lock for %s (the output root is not writable): gc cannot see this reader", directory)
+            return None
+    except PermissionError:
+        return None
+    fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+    return f
 
 
 def _check_thresholds(directory, m, thresholds, ignore):

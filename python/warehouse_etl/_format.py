@@ -6,6 +6,7 @@ Nothing here reads tensors; ``warehouse_etl.Warehouse`` does, on top of ``Layout
 docs/format/reading.md and docs/format/shard.md ("Validation"); the messages are the
 Go reader's (``warehouse/reader_test.go``, ``badInputCases``).
 """
+import hashlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import stat
 
 import numpy as np
 
+from ._crc32c import crc32c
 from ._gofmt import format_g, ints, quote
 
 FORMAT_VERSION = 1
@@ -22,9 +24,11 @@ MANIFEST_NAME = "manifest.json"
 LATEST_NAME = "latest"
 HEADER_SIZE = 80
 META_HEADER_SIZE = 24
+CHECKSUM_HEADER_SIZE = 16      # "TWCK", checksum_version, samples; then N CRCs and the table's CRC
 RECORD_FIXED_SIZE = 80
 SHARD_VERSIONS = (1, 1)        # supported shard_version range
 META_VERSIONS = (1, 1)         # supported meta_version range
+CHECKSUM_VERSIONS = (1, 1)     # supported checksum_version range
 DIMENSION_LIMIT = 16384
 CHANNELS_LIMIT = 4
 MAX_BOXES_LIMIT = 65535
@@ -127,7 +131,8 @@ _SCHEMA = {
                 "width": int, "height": int, "channels": int, "max_boxes": int, "dtype": str,
                 "endianness": str, "bytes": int, "checksum_sha256": str}],
     "files": {"samples": str, "fingerprint": str, "build_report": str,
-              "parquet": {"samples": str, "runs": str, "build": str}},
+              "parquet": {"samples": str, "runs": str, "build": str},
+              "checksums": dict},
 }
 
 
@@ -259,18 +264,58 @@ def parse_manifest(raw):
     return m
 
 
+MANIFEST_DIGEST_NAME = MANIFEST_NAME + ".sha256"
+
+
+def _manifest_digest(raw):
+    """The contents of manifest.json.sha256 for manifest bytes ``raw`` (sha256sum's format)."""
+    return (hashlib.sha256(raw).hexdigest() + "  " + MANIFEST_NAME + "\n").encode()
+
+
+def _check_manifest_digest(directory, raw):
+    """Compare directory/manifest.json.sha256 with the manifest bytes (Go:
+    checkManifestDigest). Returns whether the digest exists; raises on damage."""
+    digest_name = go_join(directory, MANIFEST_DIGEST_NAME)
+    try:
+        with open(digest_name, "rb") as f:
+            want = _manifest_digest(raw)
+            got = f.read(len(want) + 1)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise WarehouseError(f"{digest_name}: manifest invalid: {_go_errno(e)}") from None
+    hex_len = 64
+    well_formed = (len(got) == hex_len + 2 + len(MANIFEST_NAME) + 1 and got[hex_len:] == b"  " + MANIFEST_NAME.encode() + b"\n"
+                   and all(c in b"0123456789abcdef" for c in got[:hex_len]))
+    if not well_formed:
+        shown = got[:100] + (b"..." if len(got) > 100 else b"")
+        raise WarehouseError(f'{digest_name}: manifest invalid: {quote(shown)} is not "<64 lowercase hex digits>  '
+                             f'{MANIFEST_NAME}\\n"')
+    if got != want:
+        raise WarehouseError(f"{go_join(directory, MANIFEST_NAME)}: manifest invalid: sha256 {want[:hex_len].decode()}, "
+                             f"but {MANIFEST_DIGEST_NAME} records {got[:hex_len].decode()}: the manifest or its digest is damaged")
+    return True
+
+
 def read_manifest(directory):
-    """Load and check ``directory/manifest.json``; errors name the file."""
+    """Load and check ``directory/manifest.json``: its detached digest first
+    (manifest.json.sha256, required when the manifest records file checksums),
+    then the manifest itself; errors name the file (the Go reader's words)."""
     name = go_join(directory, MANIFEST_NAME)
     try:
         with open(name, "rb") as f:
             raw = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as e:
         raise WarehouseError(f"open {name}: {_go_errno(e)}") from None
+    sealed = _check_manifest_digest(directory, raw)
     try:
-        return parse_manifest(raw)
+        m = parse_manifest(raw)
     except ValueError as e:
         raise WarehouseError(f"{name}: manifest invalid: {e}") from None
+    if not sealed and (m.get("files") or {}).get("checksums"):
+        raise WarehouseError(f"{go_join(directory, MANIFEST_DIGEST_NAME)}: manifest invalid: missing: the manifest "
+                             f"records file checksums, so it was published with a digest")
+    return m
 
 
 def evaluate_thresholds(thresholds, total):
@@ -378,28 +423,38 @@ class Layout:
             return f"extra_f32 {self.extra_f32} out of range [0, {EXTRA_F32_LIMIT}]"
         return None
 
-    def sections(self, samples):
-        """Absolute offsets of every section of a shard of ``samples`` samples with a
-        meta section (shard.md, "Offsets and size"), or None when one leaves int64."""
+    def sections(self, samples, meta=True, checksums=True):
+        """Absolute offsets of every section of a shard of ``samples`` samples, with a
+        meta section and a checksum section unless told otherwise (shard.md, "Offsets
+        and size"; ``checksum`` and ``crcs`` are 0 without one), or None when one
+        leaves int64."""
         images_end = HEADER_SIZE + samples * self.image_bytes
         boxes = align8(images_end) if self.dtype == DTYPE_TAGS["U8"] else images_end
         mask = boxes + samples * self.box_bytes
         mask_end = mask + samples * self.mask_bytes
-        meta = align8(mask_end)
-        records = meta + META_HEADER_SIZE
-        extras = records + samples * self.record_size
-        size = extras + samples * self.extra_bytes
-        s = {"image": HEADER_SIZE, "boxes": boxes, "mask": mask, "mask_end": mask_end, "meta": meta,
-             "records": records, "extras": extras, "size": size}
-        if size > MAX_INT:
+        s = {"image": HEADER_SIZE, "boxes": boxes, "mask": mask, "mask_end": mask_end, "meta": 0,
+             "records": mask_end, "extras": mask_end, "data_end": mask_end, "checksum": 0, "crcs": 0}
+        if meta:
+            s["meta"] = align8(mask_end)
+            s["records"] = s["meta"] + META_HEADER_SIZE
+            s["extras"] = s["records"] + samples * self.record_size
+            s["data_end"] = s["extras"] + samples * self.extra_bytes
+        s["size"] = s["data_end"]
+        if checksums:
+            s["checksum"] = align8(s["data_end"])
+            s["crcs"] = s["checksum"] + CHECKSUM_HEADER_SIZE
+            s["size"] = s["crcs"] + 4 * samples + 4
+        if s["size"] > MAX_INT:
             return None
         return s
 
-    def file_size(self, samples):
-        """Exact size of a shard of ``samples`` samples, or -1 (shard.Layout.FileSize)."""
+    def file_size(self, samples, checksums=True):
+        """Exact size of a shard of ``samples`` samples as written now, or -1
+        (shard.Layout.FileSize); with ``checksums=False``, of one written before the
+        checksum section existed (FileSizeWithoutChecksums)."""
         if self.problem() or samples < 0:
             return -1
-        s = self.sections(samples)
+        s = self.sections(samples, checksums=checksums)
         return -1 if s is None else s["size"]
 
     def record_dtype(self):
@@ -436,10 +491,17 @@ def manifest_layout(m):
         if not SHARD_VERSIONS[0] <= e["shard_version"] <= SHARD_VERSIONS[1]:
             raise ValueError(f"shards[{i}] ({e['id']}): shard_version {e['shard_version']}, this build reads "
                              f"{SHARD_VERSIONS[0]}..{SHARD_VERSIONS[1]}")
-        if e["bytes"] != layout.file_size(e["samples"]):
+        if e["bytes"] not in (layout.file_size(e["samples"]), layout.file_size(e["samples"], checksums=False)):
             raise ValueError(f"shards[{i}] ({e['id']}): bytes {e['bytes']}, but {e['samples']} samples of this "
-                             f"layout take {layout.file_size(e['samples'])}")
+                             f"layout take {layout.file_size(e['samples'])} "
+                             f"({layout.file_size(e['samples'], checksums=False)} without per-sample checksums)")
     return layout
+
+
+def has_sample_checksums(entry, layout):
+    """Whether a shard entry's recorded size is that of a shard with per-sample CRCs
+    (manifest_layout accepted no other sizes). Go: hasSampleChecksums."""
+    return entry["bytes"] == layout.file_size(entry["samples"])
 
 
 def stat_shard(directory, path, entry):
@@ -470,8 +532,9 @@ def _corrupt(path, what):
 def parse_shard(fd, path, entry, layout):
     """Validate an open shard as shard.md's Validation section says, then against its
     manifest entry and the warehouse layout (Go: shard.Parse and checkShardHeader).
-    Returns the section offsets. Reads the header, the meta header and the records'
-    box_count column, nothing else."""
+    Returns the section offsets, with ``crc_table`` the checksum table (uint32 array,
+    one CRC-32C per sample) or None without a checksum section. Reads the header, the meta
+    header, the records' box_count column and the checksum section, nothing else."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise WarehouseError(f"{path}: not a regular file")
@@ -499,7 +562,7 @@ def parse_shard(fd, path, entry, layout):
         raise _corrupt(path, problem)
     if samples == 0:
         raise _corrupt(path, "samples is 0")
-    s = hl.sections(samples)
+    s = hl.sections(samples, checksums=False)
     if s is None:
         raise _corrupt(path, f"samples {samples} overflow the file size")
     has_meta = meta_off != 0
@@ -511,8 +574,6 @@ def parse_shard(fd, path, entry, layout):
         raise _corrupt(path, f"mask_offset {mask_off}, want {s['mask']}")
     if has_meta and meta_off != s["meta"]:
         raise _corrupt(path, f"meta_offset {meta_off}, want 0 or {s['meta']}")
-    if checksum_off != 0:
-        raise _corrupt(path, f"checksum_offset {checksum_off}, want 0")
     if has_meta:
         if size < s["records"]:
             raise _corrupt(path, f"file is {size} bytes, too short for the meta header at {s['meta']}")
@@ -530,14 +591,37 @@ def parse_shard(fd, path, entry, layout):
         if meta_samples != samples:
             raise _corrupt(path, f"meta samples {meta_samples}, header samples {samples}")
         hl.extra_f32 = extra_f32
-        s = hl.sections(samples)
-        if s is None:
-            raise _corrupt(path, f"samples {samples} overflow the file size")
-        want_size = s["size"]
-    else:
-        want_size = s["mask_end"]
-    if size != want_size:
-        raise _corrupt(path, f"file is {size} bytes, header implies {want_size}")
+    # Where the checksum section starts depends on extra_f32: checked after the meta header.
+    has_checksums = checksum_off != 0
+    s = hl.sections(samples, meta=has_meta, checksums=has_checksums)
+    if s is None:
+        raise _corrupt(path, f"samples {samples} overflow the file size")
+    crcs = None
+    if has_checksums:
+        if checksum_off != s["checksum"]:
+            raise _corrupt(path, f"checksum_offset {checksum_off}, want 0 or {s['checksum']}")
+        if size < s["crcs"]:
+            raise _corrupt(path, f"file is {size} bytes, too short for the checksum header at {s['checksum']}")
+        ch = os.pread(fd, CHECKSUM_HEADER_SIZE, s["checksum"])
+        if ch[:4] != b"TWCK":
+            raise _corrupt(path, f"bad checksum magic {quote(ch[:4])}, want {quote('TWCK')}")
+        checksum_version = int(np.frombuffer(ch, "<u4", 1, 4)[0])
+        checksum_samples = int(np.frombuffer(ch, "<u8", 1, 8)[0])
+        if not CHECKSUM_VERSIONS[0] <= checksum_version <= CHECKSUM_VERSIONS[1]:
+            raise _corrupt(path, f"unsupported checksum_version {checksum_version}, want "
+                                 f"{CHECKSUM_VERSIONS[0]}..{CHECKSUM_VERSIONS[1]}")
+        if checksum_samples != samples:
+            raise _corrupt(path, f"checksum samples {checksum_samples}, header samples {samples}")
+    if size != s["size"]:
+        raise _corrupt(path, f"file is {size} bytes, header implies {s['size']}")
+    if has_checksums:
+        section = np.empty(s["size"] - s["checksum"], dtype=np.uint8)
+        if os.preadv(fd, [section], s["checksum"]) != section.nbytes:
+            raise WarehouseError(f"{path}: short read of the checksum section")
+        got, want = crc32c(section[:-4]), int(section[-4:].view("<u4")[0])
+        if got != want:
+            raise _corrupt(path, f"checksum table crc32c 0x{got:08x}, table_crc32c says 0x{want:08x}")
+        crcs = section[CHECKSUM_HEADER_SIZE:-4].view("<u4")
     if has_meta:
         counts = np.empty(samples, dtype="<u4")
         rec = np.empty(samples * hl.record_size, dtype=np.uint8)
@@ -559,8 +643,14 @@ def parse_shard(fd, path, entry, layout):
         raise WarehouseError(f"{path}: header layout {hl!r}, manifest implies {layout!r}")
     if not has_meta:
         raise WarehouseError(f"{path}: no meta section: manifest format 1 shards carry per-sample records")
+    if has_checksums != has_sample_checksums(entry, layout):
+        # Unreachable while the file has the size the manifest records (Go keeps it too).
+        raise WarehouseError(f"{path}: header checksum section {str(has_checksums).lower()}, the manifest's size "
+                             f"says {str(has_sample_checksums(entry, layout)).lower()}")
+    s["crc_table"] = crcs
     return s
 
 
 __all__ = ["WarehouseError", "ThresholdError", "Layout", "resolve_dir", "read_manifest", "parse_manifest",
-           "manifest_layout", "stat_shard", "parse_shard", "evaluate_thresholds", "finding_text"]
+           "manifest_layout", "has_sample_checksums", "stat_shard", "parse_shard", "evaluate_thresholds",
+           "finding_text"]

@@ -63,10 +63,10 @@ def distributed_rank_world(rank=None, world=None):
     return (0 if rank is None else int(rank)), (1 if world is None else int(world))
 
 
-def _open(warehouse, ignore_thresholds=False):
+def _open(warehouse, ignore_thresholds=False, verify_samples=True):
     if isinstance(warehouse, warehouse_etl.Warehouse):
         return warehouse
-    return warehouse_etl.open(warehouse, ignore_thresholds=ignore_thresholds)
+    return warehouse_etl.open(warehouse, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples)
 
 
 class WarehouseBatchSampler(Sampler):
@@ -189,10 +189,15 @@ class WarehouseDataset(Dataset):
     manifest's mean/std (``p/255`` when it records none) through
     ``Warehouse.normalize_table``: bit for bit what an F32 build of the same config
     stores. F16/F32 images were normalised by the build and are returned as stored.
-    To move 4x fewer bytes to the GPU, leave it off and apply :class:`Normalize` there."""
+    To move 4x fewer bytes to the GPU, leave it off and apply :class:`Normalize` there.
 
-    def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False):
-        self.wh = _open(warehouse, ignore_thresholds)
+    ``verify_samples`` is :func:`warehouse_etl.open`'s (used when ``warehouse`` is a
+    path): each sample is checked against its CRC-32C on its first read in the process
+    that reads it (a worker process keeps its own record), ``"always"`` on every read,
+    ``False`` never."""
+
+    def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True):
+        self.wh = _open(warehouse, ignore_thresholds, verify_samples)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self._init_local()
 
@@ -350,7 +355,7 @@ class WarehouseLoader(DataLoader):
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
                 num_workers=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
-                **dataloader_kwargs):
+                verify_samples=True, **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
     ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
     dicts (module docstring), each read in one pass. ``rank``/``world`` default to
@@ -364,8 +369,14 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     mapping per batch to work that is otherwise one read into reused memory (measured
     in bench/read.sh: processes deliver 3-4x fewer samples/s). A DataLoader with worker
     processes still works with the parts: ``DataLoader(WarehouseDataset(path),
-    batch_size=None, sampler=WarehouseBatchSampler(path, B), num_workers=N)``."""
-    ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds)
+    batch_size=None, sampler=WarehouseBatchSampler(path, B), num_workers=N)``.
+
+    Every sample is checked against its shard's CRC-32C on its first read in this
+    process (``verify_samples``, as :func:`warehouse_etl.open`; reader threads share
+    the record, so later epochs read at unchecked speed); a damaged sample raises
+    ``warehouse_etl.WarehouseError`` from the loop, naming the shard file and sample."""
+    ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
+                          verify_samples=verify_samples)
     kwargs = dict(seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle, remainder=remainder)
     if num_workers > 0:
         sampler = _ReadAheadSampler(ds, batch_size, threads=num_workers, ahead=num_workers * prefetch_factor,

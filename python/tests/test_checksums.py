@@ -1,0 +1,186 @@
+"""Per-sample CRC-32Cs (shard.md, "Checksum section"): the CRC implementations against
+the definition, the golden shards' tables, the verify_samples modes on a damaged copy
+(the refusal's words are the Go reader's: test_damaged.py), and an older warehouse
+without checksum sections, read unchecked."""
+import os
+import unittest
+
+import numpy as np
+
+import warehouse_etl
+from warehouse_etl import _crc32c
+from tests._fixtures import REPO, fixture, load_damaged, load_unchecked, need_data, raw
+
+
+def crc32c_bitwise(data):
+    """CRC-32C one bit at a time from its definition: the reference."""
+    crc = 0xFFFFFFFF
+    for b in bytes(data):
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def backends():
+    """Every CRC-32C implementation this machine has (numpy always)."""
+    return list(_crc32c.BACKENDS)
+
+
+class CRC32C(unittest.TestCase):
+    def test_check_value(self):
+        self.assertEqual(crc32c_bitwise(b"123456789"), 0xE3069283)
+        for backend in backends():
+            with self.subTest(backend):
+                self.assertEqual(_crc32c.crc32c(b"123456789", backend=backend), 0xE3069283)
+
+    def test_lengths_and_rows(self):
+        rng = np.random.default_rng(7)
+        for n in (0, 1, 3, 4, 5, 7, 8, 9, 511, 512, 513, 2047, 4096, 8883):
+            a = rng.integers(0, 256, size=(3, n), dtype=np.uint8)
+            want = [crc32c_bitwise(a[r]) for r in range(3)]
+            for backend in backends():
+                with self.subTest(n=n, backend=backend):
+                    self.assertEqual(_crc32c.crc32c_rows([a], [0, 1, 2], backend=backend).tolist(), want)
+        # A row is the concatenation of several arrays of any dtype, structured included.
+        images = rng.integers(0, 256, size=(4, 3, 5, 7), dtype=np.uint8)
+        boxes = rng.random((4, 2, 4)).astype(np.float16)
+        mask = np.ones((4, 2), dtype=np.float16)
+        records = np.zeros(4, dtype=np.dtype({"names": ["x"], "formats": ["<u8"], "offsets": [8], "itemsize": 96}))
+        records["x"] = [1, 2, 3, 4]
+        extras = np.zeros((4, 0), dtype=np.float32)
+        rows = [3, 0, 2]
+        want = [crc32c_bitwise(images[r].tobytes() + boxes[r].tobytes() + mask[r].tobytes() + records[r:r + 1].tobytes())
+                for r in rows]
+        for backend in backends():
+            with self.subTest(backend=backend):
+                got = _crc32c.crc32c_rows([images, boxes, mask, records, extras], rows, backend=backend)
+                self.assertEqual(got.tolist(), want)
+
+    def test_golden_tables(self):
+        """The golden shards' checksum tables (shard/testdata/golden, spelled out in
+        shard/golden_test.go) hold the CRC-32C of each sample's bytes."""
+        # (offset, bytes per sample) of image, boxes, mask, records, extras.
+        layouts = {
+            "f16": ((80, 36), (152, 24), (200, 6), (240, 96), (432, 0)),
+            "f32": ((80, 72), (224, 32), (288, 8), (328, 88), (504, 8)),
+            "u8": ((80, 9), (104, 32), (168, 8), (208, 88), (384, 0)),
+        }
+        for name, sections in layouts.items():
+            with self.subTest(name):
+                with open(os.path.join(REPO, "shard", "testdata", "golden", name + ".twh"), "rb") as f:
+                    b = f.read()
+                start = int(np.frombuffer(b, "<u8", 1, 72)[0])
+                self.assertEqual(b[start:start + 4], b"TWCK")
+                table = np.frombuffer(b, "<u4", 2, start + 16).tolist()
+                for i in range(2):
+                    data = b"".join(b[off + i * n:off + (i + 1) * n] for off, n in sections)
+                    self.assertEqual(crc32c_bitwise(data), table[i], f"sample {i}")
+                    self.assertEqual(_crc32c.crc32c(data), table[i])
+                self.assertEqual(_crc32c.crc32c(b[start:-4]), int(np.frombuffer(b, "<u4", 1, len(b) - 4)[0]))
+
+
+def damaged(test, name):
+    need_data(test)
+    return next(c for c in load_damaged() if c["name"] == name)
+
+
+class VerifySamples(unittest.TestCase):
+    def test_modes_on_a_flipped_image_byte(self):
+        case = damaged(self, "flipped image byte")
+        i = case["sample"]
+        # Default: refused on every read (a sample that failed is not remembered).
+        wh = warehouse_etl.open(case["path"])
+        self.assertEqual(wh.sample_checksums()[0], wh.sample_checksums()[1])
+        for _ in range(2):
+            with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                wh.read_batch([i])
+            self.assertEqual(str(cm.exception), case["go_error"])
+        # The first bad row of a batch is named; good rows around it do not hide it.
+        with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+            wh.read_batch([0, i, len(wh) - 1])
+        self.assertEqual(str(cm.exception), case["go_error"])
+        # The other samples read, each checked once.
+        others = [j for j in range(len(wh)) if j != i]
+        before = wh.samples_verified
+        wh.read_batch(others)
+        wh.read_batch(others)
+        self.assertEqual(wh.samples_verified - before, len(others) - 2)  # 0 and n-1 passed above
+        # "always": every read is checked.
+        wh = warehouse_etl.open(case["path"], verify_samples="always")
+        wh.read_batch(others)
+        wh.read_batch(others)
+        self.assertEqual(wh.samples_verified, 2 * len(others))
+        with self.assertRaises(warehouse_etl.WarehouseError):
+            wh[i]
+        # False: the flipped bytes are handed out, nothing is checked.
+        wh = warehouse_etl.open(case["path"], verify_samples=False)
+        pristine = warehouse_etl.open(fixture(self, "f16")["dir"])
+        got, want = wh.read_batch([i])["images"], pristine.read_batch([i])["images"]
+        self.assertNotEqual(raw(got), raw(want))
+        self.assertEqual(np.count_nonzero(got.view(np.uint8) != want.view(np.uint8)), 1)
+        wh[i]
+        self.assertEqual(wh.samples_verified, 0)
+        with self.assertRaises(ValueError):
+            warehouse_etl.open(case["path"], verify_samples="sometimes")
+
+    def test_numpy_backend_reads_and_refuses_alike(self):
+        case = damaged(self, "flipped record byte")
+        saved = _crc32c.BACKEND
+        _crc32c.BACKEND = "numpy"
+        try:
+            wh = warehouse_etl.open(case["path"])
+            with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                wh[case["sample"]]
+            self.assertEqual(str(cm.exception), case["go_error"])
+            for name in ("f16", "f32", "u8"):
+                fx = fixture(self, name)
+                wh = warehouse_etl.open(fx["dir"], verify_samples="always")
+                wh.read_batch(np.arange(len(wh)))
+                self.assertEqual(wh.samples_verified, len(wh))
+        finally:
+            _crc32c.BACKEND = saved
+
+    def test_torch_loader_refuses(self):
+        try:
+            from warehouse_etl.torch import make_loader
+        except ImportError:
+            self.skipTest("no torch")
+        case = damaged(self, "flipped image byte")
+        for workers in (0, 2):
+            with self.subTest(workers=workers):
+                loader = make_loader(case["path"], 1, shuffle="none", num_workers=workers)
+                with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                    for _ in loader:
+                        pass
+                self.assertEqual(str(cm.exception), case["go_error"])
+        loader = make_loader(case["path"], 1, shuffle="none", verify_samples=False)
+        self.assertEqual(sum(b["images"].shape[0] for b in loader), len(loader.warehouse))
+
+
+class OlderWarehouse(unittest.TestCase):
+    def test_reads_unchecked(self):
+        need_data(self)
+        c = load_unchecked()
+        original = warehouse_etl.open(c["original"])
+        n = len(original)
+        want = original.read_batch(np.arange(n))
+        for mode in (True, "always", False):
+            with self.subTest(verify_samples=mode):
+                wh = warehouse_etl.open(c["path"], verify_samples=mode)
+                checked, shards = wh.sample_checksums()
+                self.assertEqual(checked, 0)
+                self.assertGreater(shards, 1)
+                got = wh.read_batch(np.arange(n))
+                for key in ("images", "boxes", "mask", "class_index", "box_count", "records", "extras"):
+                    self.assertEqual(raw(got[key]), raw(want[key]), key)
+                self.assertEqual(raw(wh[n - 1]["image"]), raw(want["images"][n - 1]))
+                # Nothing records what a sample's bytes were: a flip goes through.
+                flipped = warehouse_etl.open(c["flipped"], verify_samples=mode)
+                b = flipped.read_batch([c["sample"]])
+                self.assertNotEqual(raw(b["images"]), raw(want["images"][c["sample"]:c["sample"] + 1]))
+                self.assertEqual(wh.samples_verified + flipped.samples_verified, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,169 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+)
+
+// crc32cBitwise is CRC-32C computed one bit at a time from its definition
+// (reflected polynomial 0x82F63B78, initial value and final xor
+// 0xFFFFFFFF): the reference the table-driven and hardware versions are
+// checked against, sharing no code with hash/crc32.
+func crc32cBitwise(data []byte) uint32 {
+	crc := ^uint32(0)
+	for _, b := range data {
+		crc ^= uint32(b)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0x82F63B78
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return ^crc
+}
+
+// TestCRC32C pins the checksum to CRC-32C: its standard check value, and
+// hash/crc32's Castagnoli (hardware where the CPU has it) against the
+// bitwise definition for lengths around its 8-byte and stream thresholds,
+// in one piece and continued across pieces.
+func TestCRC32C(t *testing.T) {
+	if got := crc32cBitwise([]byte("123456789")); got != 0xE3069283 {
+		t.Fatalf("bitwise CRC-32C of 123456789 = 0x%08x, want 0xE3069283", got)
+	}
+	if got := crc32c(0, []byte("123456789")); got != 0xE3069283 {
+		t.Fatalf("crc32c(123456789) = 0x%08x, want 0xE3069283", got)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 7, 8, 9, 63, 64, 65, 167, 168, 169, 1343, 1344, 1345, 4032, 4096, 100000} {
+		data := make([]byte, n)
+		for k := range data {
+			data[k] = byte(rng.UintN(256))
+		}
+		want := crc32cBitwise(data)
+		if got := crc32c(0, data); got != want {
+			t.Errorf("%d bytes: crc32c 0x%08x, bitwise 0x%08x", n, got, want)
+		}
+		cut := n / 3
+		if got := crc32c(0, data[:cut], data[cut:2*cut], data[2*cut:]); got != want {
+			t.Errorf("%d bytes in three pieces: crc32c 0x%08x, bitwise 0x%08x", n, got, want)
+		}
+		if got := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)); got != want {
+			t.Errorf("%d bytes: hash/crc32 0x%08x, bitwise 0x%08x", n, got, want)
+		}
+	}
+}
+
+// TestVerifySample flips one byte in each section of one sample of the
+// golden shards: VerifySample refuses that sample, naming it and both CRCs,
+// and accepts the other; Parse does not look at sample bytes.
+func TestVerifySample(t *testing.T) {
+	// Golden f32 (golden_test.go): images of 72 bytes at 80, boxes of 32 at
+	// 224, mask of 8 at 288, records of 88 at 328, extras of 8 at 504. The
+	// expected CRCs were computed outside Go (Python's crc32c package) over
+	// the flipped bytes.
+	f32 := readGolden(t, "f32")
+	tests := []struct {
+		name   string
+		golden []byte
+		off    int
+		sample int
+		want   string
+	}{
+		{"f32 image", f32, 80 + 72 + 5, 1, "sample 1: crc32c 0x870b792b, the checksum table says 0x72039558"},
+		{"f32 boxes", f32, 224 + 3, 0, "sample 0: crc32c 0x53ab6050, the checksum table says 0x04d9c1a7"},
+		{"f32 mask", f32, 288 + 8 + 7, 1, "sample 1: crc32c 0x0fd235a3, the checksum table says 0x72039558"},
+		{"f32 record frame_id", f32, 328 + 8, 0, "sample 0: crc32c 0x75852497, the checksum table says 0x04d9c1a7"},
+		{"f32 record class_index", f32, 328 + 88 + 80, 1, "sample 1: crc32c 0x6425bde7, the checksum table says 0x72039558"},
+		{"f32 extras", f32, 504 + 8 + 1, 1, "sample 1: crc32c 0xee586ffe, the checksum table says 0x72039558"},
+		// Golden f16: records of 96 bytes at 240 end in 4 padding bytes,
+		// which the CRC covers too.
+		{"f16 record padding", goldenF16(t), 240 + 92, 0, "sample 0: crc32c 0xe86a4532, the checksum table says 0x010ef40f"},
+		// Golden u8: images of 9 bytes at 80.
+		{"u8 image", readGolden(t, "u8"), 80 + 8, 0, "sample 0: crc32c 0x4baf88d2, the checksum table says 0x6d8b2ae6"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(tc.golden)
+			b[tc.off] ^= 0x10
+			r := mustParse(t, b)
+			for i := range r.Len() {
+				err := r.VerifySample(i, nil)
+				if i != tc.sample {
+					if err != nil {
+						t.Errorf("sample %d: %v, want nil (the flip is in sample %d)", i, err, tc.sample)
+					}
+					continue
+				}
+				if !errors.Is(err, ErrCorrupt) || err.Error() != "shard: corrupt: "+tc.want {
+					t.Errorf("VerifySample(%d) = %v, want %q", i, err, "shard: corrupt: "+tc.want)
+				}
+				want, _ := r.SampleChecksum(i)
+				if got := r.ComputeSampleChecksum(i, nil); got == want {
+					t.Errorf("ComputeSampleChecksum(%d) = table value 0x%08x after a flip", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifySampleCopy checks the image a caller copied out of the file
+// (ImageSpan) instead of the shard's: a flip in the copy is refused, a
+// faithful copy of a damaged shard is refused too.
+func TestVerifySampleCopy(t *testing.T) {
+	golden := goldenF16(t)
+	r := mustParse(t, golden)
+	img := bytes.Clone(r.Image(1))
+	if err := r.VerifySample(1, img); err != nil {
+		t.Fatalf("faithful copy: %v", err)
+	}
+	img[0] ^= 1
+	if err := r.VerifySample(1, img); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("flipped copy: %v, want ErrCorrupt", err)
+	}
+	damaged := bytes.Clone(golden)
+	damaged[116] ^= 1 // sample 1's first image byte
+	d := mustParse(t, damaged)
+	if err := d.VerifySample(1, bytes.Clone(d.Image(1))); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("copy of a damaged sample: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestUncheckedShard reads a shard without the checksum section, as older
+// warehouses hold: it parses, every sample reads and VerifySample passes
+// everything (nothing to check against), and its bytes are the checked
+// shard's up to the checksum section.
+func TestUncheckedShard(t *testing.T) {
+	for _, name := range []string{"f16", "f32", "u8"} {
+		t.Run(name, func(t *testing.T) {
+			golden := readGolden(t, name)
+			b := withoutChecksums(t, golden)
+			r := mustParse(t, b)
+			if r.HasSampleChecksums() || r.Header().ChecksumOffset != 0 {
+				t.Fatalf("HasSampleChecksums %v, checksum_offset %d", r.HasSampleChecksums(), r.Header().ChecksumOffset)
+			}
+			if int64(len(b)) != r.Layout().FileSizeWithoutChecksums(r.Len()) {
+				t.Errorf("%d bytes, FileSizeWithoutChecksums %d", len(b), r.Layout().FileSizeWithoutChecksums(r.Len()))
+			}
+			checked := mustParse(t, golden)
+			for i := range r.Len() {
+				if _, ok := r.SampleChecksum(i); ok {
+					t.Errorf("sample %d: SampleChecksum ok without a table", i)
+				}
+				if err := r.VerifySample(i, nil); err != nil {
+					t.Errorf("sample %d: %v", i, err)
+				}
+				if !bytes.Equal(r.Image(i), checked.Image(i)) || r.Meta(i) != checked.Meta(i) {
+					t.Errorf("sample %d reads differently without the table", i)
+				}
+			}
+			if err := r.Check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

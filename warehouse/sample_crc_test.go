@@ -1,0 +1,312 @@
+package warehouse
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"warehouse-etl/shard"
+)
+
+// crc32cBitwise is CRC-32C from its definition, one bit at a time: the
+// expected values below share no code with the shard package's.
+func crc32cBitwise(data []byte) uint32 {
+	crc := ^uint32(0)
+	for _, b := range data {
+		crc ^= uint32(b)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0x82F63B78
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return ^crc
+}
+
+// sampleSpans returns where sample j of shard k lies, section by section
+// (image, boxes, mask, record, extras), from the header fields and the
+// sizes docs/format/shard.md gives, and the offset of its CRC in the table.
+func (fx *fixture) sampleSpans(t *testing.T, k, j int) (spans [5][2]int64, crcAt int64) {
+	t.Helper()
+	raw, err := os.ReadFile(fx.shardPath(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u64 := func(off int) int64 { return int64(binary.LittleEndian.Uint64(raw[off:])) }
+	l := fx.layout
+	n := u64(32)
+	b := int64(l.DType.BoxDType().Size())
+	image, boxes, mask, meta := l.ImageBytes(), int64(l.MaxBoxes)*4*b, int64(l.MaxBoxes)*b, u64(64)
+	records, record := meta+24, int64(l.RecordSize())
+	extras, extra := records+n*record, int64(l.ExtraF32)*4
+	at := func(start, size int64) [2]int64 { return [2]int64{start + int64(j)*size, start + int64(j+1)*size} }
+	spans = [5][2]int64{at(80, image), at(u64(48), boxes), at(u64(56), mask), at(records, record), at(extras, extra)}
+	return spans, u64(72) + 16 + 4*int64(j)
+}
+
+// wantCRCError is the refusal of sample j of shard k as the file now is:
+// its bytes' CRC (bitwise, over sampleSpans) against the table's value.
+func (fx *fixture) wantCRCError(t *testing.T, k, j int) string {
+	t.Helper()
+	raw, err := os.ReadFile(fx.shardPath(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans, crcAt := fx.sampleSpans(t, k, j)
+	var data []byte
+	for _, s := range spans {
+		data = append(data, raw[s[0]:s[1]]...)
+	}
+	got, want := crc32cBitwise(data), binary.LittleEndian.Uint32(raw[crcAt:])
+	if got == want {
+		t.Fatalf("shard %d sample %d is not damaged", k, j)
+	}
+	return fmt.Sprintf("%s: warehouse sample %d: shard: corrupt: sample %d: crc32c 0x%08x, the checksum table says 0x%08x",
+		fx.shardPath(k), int(fx.m.Shards[k].FirstSample)+j, j, got, want)
+}
+
+// readEpoch reads every batch of one epoch and returns the first error.
+func readEpoch(r *Reader, opts BatchOptions) error {
+	it, err := r.Batches(context.Background(), opts)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for {
+		if _, err := it.Next(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+// TestSampleCRCRefusals flips one byte in each section of sample 1 of
+// shard 1 (warehouse sample 4): Sample and every batch path refuse it with
+// the error naming the shard file, the warehouse sample and the sample in
+// the shard, the other samples read, and SkipSampleChecksums hands the
+// flipped bytes out.
+func TestSampleCRCRefusals(t *testing.T) {
+	spec := fixtureSpec{dtype: shard.F32, width: 5, height: 3, maxBoxes: 2, extras: [][]int{{3}}, shardSizes: []int{3, 3, 2}}
+	sections := []string{"image", "boxes", "mask", "record", "extras"}
+	for s, section := range sections {
+		t.Run(section, func(t *testing.T) {
+			fx := writeFixture(t, spec)
+			spans, _ := fx.sampleSpans(t, 1, 1)
+			fx.flipByte(t, 1, spans[s][0]+(spans[s][1]-spans[s][0])/2)
+			want := fx.wantCRCError(t, 1, 1)
+			for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
+				r, err := Open(fx.dir, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 { // a refused sample stays refused
+					if _, err := r.Sample(4); err == nil || err.Error() != want {
+						t.Fatalf("Sample(4): %v\nwant %q", err, want)
+					}
+				}
+				for i := range r.Len() {
+					if s, err := r.Sample(i); i != 4 && err != nil {
+						t.Fatalf("Sample(%d): %v", i, err)
+					} else if i != 4 {
+						checkSample(t, fx, s, i)
+					}
+				}
+				for _, shuffle := range []Shuffle{ShuffleNone, ShuffleShards, ShuffleGlobal} {
+					for _, size := range []int{1, 3, 8} {
+						err := readEpoch(r, BatchOptions{BatchSize: size, Shuffle: shuffle, Seed: 3})
+						if err == nil || err.Error() != want {
+							t.Fatalf("batches of %d, shuffle %v: %v\nwant %q", size, shuffle, err, want)
+						}
+					}
+				}
+				r.Close()
+			}
+			r, err := Open(fx.dir, OpenOptions{SkipSampleChecksums: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Sample(4); err != nil {
+				t.Fatalf("Sample(4) with SkipSampleChecksums: %v", err)
+			}
+			if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err != nil {
+				t.Fatalf("batches with SkipSampleChecksums: %v", err)
+			}
+			if verify, _ := r.VerifiesSamples(); verify || r.SamplesVerified() != 0 {
+				t.Fatalf("VerifiesSamples %v, SamplesVerified %d with SkipSampleChecksums", verify, r.SamplesVerified())
+			}
+		})
+	}
+}
+
+// TestSampleCRCChunkedRuns reads runs whose images ReadRunInto reads in
+// several preads when checking (245,760-byte images: two per 512 KiB
+// chunk, so a run of 5 is read as 2+2+1): the values are right, and a flip
+// in a full or in the last, partial chunk is found.
+func TestSampleCRCChunkedRuns(t *testing.T) {
+	spec := fixtureSpec{dtype: shard.F16, width: 256, height: 160, maxBoxes: 1, shardSizes: []int{5, 3}}
+	for _, j := range []int{2, 4} {
+		fx := writeFixture(t, spec)
+		if img := fx.layout.ImageBytes(); verifyChunk/img != 2 {
+			t.Fatalf("%d-byte images: %d per chunk, the test wants 2", img, verifyChunk/img)
+		}
+		r, err := Open(fx.dir, OpenOptions{RecheckSamples: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: DropRemainder})
+		checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 5, Shuffle: ShuffleShards, Remainder: PadRemainder})
+		spans, _ := fx.sampleSpans(t, 0, j)
+		fx.flipByte(t, 0, spans[0][0]+7)
+		want := fx.wantCRCError(t, 0, j)
+		if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err == nil || err.Error() != want {
+			t.Fatalf("flip in sample %d: %v\nwant %q", j, err, want)
+		}
+		r.Close()
+	}
+}
+
+// TestSampleCRCFirstRead: by default each sample is checked once, on its
+// first read (SamplesVerified counts distinct samples however many epochs
+// are read); RecheckSamples checks every read. The price of the default:
+// a byte that changes after its sample was checked goes through; with
+// RecheckSamples it is refused.
+func TestSampleCRCFirstRead(t *testing.T) {
+	fx := writeFixture(t, defaultSpec()) // 11 samples in shards of 4, 4, 3
+	first, err := Open(fx.dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	every, err := Open(fx.dir, OpenOptions{RecheckSamples: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer every.Close()
+	if verify, everyRead := first.VerifiesSamples(); !verify || everyRead {
+		t.Fatalf("default VerifiesSamples = %v, %v", verify, everyRead)
+	}
+	if verify, everyRead := every.VerifiesSamples(); !verify || !everyRead {
+		t.Fatalf("RecheckSamples VerifiesSamples = %v, %v", verify, everyRead)
+	}
+	opts := BatchOptions{BatchSize: 4, Shuffle: ShuffleGlobal, Remainder: PadRemainder}
+	for e := range 3 {
+		opts.Epoch = e
+		for _, r := range []*Reader{first, every} {
+			if err := readEpoch(r, opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if first.SamplesVerified() != 11 || every.SamplesVerified() != 3*12 {
+		t.Fatalf("SamplesVerified: first read %d (want 11), every read %d (want 36)", first.SamplesVerified(), every.SamplesVerified())
+	}
+	if _, err := first.Sample(5); err != nil || first.SamplesVerified() != 11 {
+		t.Fatalf("Sample(5) after its check: %v, %d verified", err, first.SamplesVerified())
+	}
+
+	// The file changes under both readers (in place: the mapping and
+	// pread see it).
+	spans, _ := fx.sampleSpans(t, 1, 1)
+	fx.flipByte(t, 1, spans[0][0]+3)
+	want := fx.wantCRCError(t, 1, 1)
+	if _, err := first.Sample(5); err != nil {
+		t.Fatalf("first-read reader, sample checked before the change: %v", err)
+	}
+	if err := readEpoch(first, opts); err != nil {
+		t.Fatalf("first-read reader, samples checked before the change: %v", err)
+	}
+	if _, err := every.Sample(5); err == nil || err.Error() != want {
+		t.Fatalf("RecheckSamples reader: %v\nwant %q", err, want)
+	}
+	fresh, err := Open(fx.dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := readEpoch(fresh, opts); err == nil || err.Error() != want {
+		t.Fatalf("a new reader: %v\nwant %q", err, want)
+	}
+}
+
+// stripChecksums turns shard k into a shard of an older warehouse: no
+// checksum section, checksum_offset 0, the manifest's size and sha256
+// updated.
+func (fx *fixture) stripChecksums(t *testing.T, k int) {
+	t.Helper()
+	raw, err := os.ReadFile(fx.shardPath(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = raw[:fx.layout.FileSizeWithoutChecksums(int(fx.m.Shards[k].Samples))]
+	binary.LittleEndian.PutUint64(raw[72:], 0)
+	if err := os.WriteFile(fx.shardPath(k), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fx.m.Shards[k].Bytes = int64(len(raw))
+	fx.m.Shards[k].ChecksumSHA256 = fmt.Sprintf("%x", sha256.Sum256(raw))
+	fx.writeManifest(t)
+}
+
+// TestOlderWarehouse reads warehouses whose shards were written before the
+// checksum section (all of them, or one): they open, every value reads as
+// before, their samples are not checked (a flipped byte goes through) and
+// SampleChecksums says how many shards are checked.
+func TestOlderWarehouse(t *testing.T) {
+	for _, strip := range [][]int{{0, 1, 2}, {1}} {
+		t.Run(fmt.Sprint(strip), func(t *testing.T) {
+			fx := writeFixture(t, defaultSpec())
+			for _, k := range strip {
+				fx.stripChecksums(t, k)
+			}
+			if n, err := ShardsWithSampleChecksums(fx.m); err != nil || n != 3-len(strip) {
+				t.Fatalf("ShardsWithSampleChecksums = %d, %v; want %d", n, err, 3-len(strip))
+			}
+			spans, _ := fx.sampleSpans(t, 1, 2)
+			for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
+				r, err := Open(fx.root, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if checked, shards := r.SampleChecksums(); checked != 3-len(strip) || shards != 3 {
+					t.Fatalf("SampleChecksums = %d of %d, want %d of 3", checked, shards, 3-len(strip))
+				}
+				for i := range r.Len() {
+					s, err := r.Sample(i)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkSample(t, fx, s, i)
+				}
+				checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 3, Shuffle: ShuffleNone, Remainder: PadRemainder})
+				checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 2, Shuffle: ShuffleGlobal, Remainder: PadRemainder})
+				// The samples of the shards that kept their tables, once each.
+				if want := map[int]int64{3: 0, 1: 7}[len(strip)]; !opts.RecheckSamples && r.SamplesVerified() != want ||
+					want == 0 && r.SamplesVerified() != 0 {
+					t.Fatalf("SamplesVerified %d with shards %v stripped, want %d", r.SamplesVerified(), strip, want)
+				}
+				r.Close()
+			}
+			// Shard 1 has no table in both cases: a flip in it goes through.
+			fx.flipByte(t, 1, spans[0][0]+1)
+			r, err := Open(fx.root, OpenOptions{RecheckSamples: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Sample(6); err != nil {
+				t.Fatalf("flipped sample of an unchecked shard: %v", err)
+			}
+			if err := readEpoch(r, BatchOptions{BatchSize: 11, Shuffle: ShuffleNone}); err != nil {
+				t.Fatalf("flipped sample of an unchecked shard, batches: %v", err)
+			}
+		})
+	}
+}
