@@ -79,6 +79,20 @@ class ReadMatchesGo(unittest.TestCase):
         wh2 = pickle.loads(pickle.dumps(wh))
         self.assertEqual(raw(wh2.read_batch([0, 3])["images"]), raw(a["images"]))
 
+    def test_open_holds_the_readers_lock(self):
+        """While a Warehouse is open it holds the version's readers lock shared, so
+        `warehouse-etl gc` (which needs it exclusively) leaves the version alone."""
+        import fcntl
+        fx = fixture(self, "f16")
+        wh = warehouse_etl.open(fx["root"])
+        root, name = os.path.split(os.path.normpath(wh.dir))
+        with open(os.path.join(root, "." + name + ".readers"), "rb") as f:
+            with self.assertRaises(BlockingIOError):
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            wh.close()
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once closed
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
     def test_version_dir_and_not_a_warehouse(self):
         fx = fixture(self, "f16")
         self.assertEqual(len(warehouse_etl.open(fx["dir"])), fx["samples"])
