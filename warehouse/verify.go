@@ -78,6 +78,9 @@ const (
 	// files.checksums records (quick verification re-hashes every listed
 	// file but the Zarr store's chunk files; Full re-hashes those too).
 	FindingFileChecksum FindingKind = "file_checksum"
+	// FindingSampleChecksum (--full): a sample's bytes disagree with its
+	// CRC-32C in the shard's checksum table: names the damaged sample.
+	FindingSampleChecksum FindingKind = "sample_checksum"
 )
 
 // Finding is one problem Verify found. Shard is the shard's path relative
@@ -407,10 +410,16 @@ func (v *shardVerifier) content(sr *shard.Reader) {
 	}
 	first := int(v.entry.FirstSample)
 	classes, sources := len(v.m.Classes), len(v.m.Sources)
-	var nonFinite, badClass int
+	var nonFinite, badClass, badCRC int
 	for i := range sr.Len() {
 		if i%64 == 0 && v.ctx.Err() != nil {
 			return
+		}
+		if err := sr.VerifySample(i, nil); err != nil {
+			if badCRC < maxSampleFindings {
+				v.add(FindingSampleChecksum, first+i, "%v", err)
+			}
+			badCRC++
 		}
 		if where := firstNonFinite(sr, i); where != "" {
 			if nonFinite < maxSampleFindings {
@@ -434,6 +443,9 @@ func (v *shardVerifier) content(sr *shard.Reader) {
 			}
 			badClass++
 		}
+	}
+	if badCRC > maxSampleFindings {
+		v.add(FindingSampleChecksum, -1, "%d more samples whose bytes disagree with their CRC-32C", badCRC-maxSampleFindings)
 	}
 	if nonFinite > maxSampleFindings {
 		v.add(FindingNonFinite, -1, "%d more samples with non-finite values", nonFinite-maxSampleFindings)

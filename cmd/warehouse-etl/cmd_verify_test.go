@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,7 +53,8 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatalf("full verify: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 
-	// Flip one image byte of shard 1: only --full sees it; exit 7.
+	// Flip one image byte of shard 1 (sample 0 of the shard): only --full
+	// sees it, as the shard's sha256 and as that sample's CRC-32C; exit 7.
 	shard1 := filepath.Join(dir, m.Shards[1].RelativePath)
 	raw, err := os.ReadFile(shard1)
 	if err != nil {
@@ -67,9 +69,11 @@ func TestVerifyCommand(t *testing.T) {
 	}
 	res = runCLI(t, context.Background(), nil, "verify", "--tensor-warehouse", dir, "--full", "--quiet")
 	row := regexp.MustCompile(`(?m)^checksum\s+shards/shard-00001\.twh\s+-\s+sha256 [0-9a-f]{64}, the manifest says ` + m.Shards[1].ChecksumSHA256 + `$`)
-	if res.code != exitFindings || !row.MatchString(res.stdout) || !strings.Contains(res.stdout, "1 finding(s) in "+dir) ||
+	sampleRow := regexp.MustCompile(`(?m)^sample_checksum\s+shards/shard-00001\.twh\s+` + strconv.FormatInt(m.Shards[1].FirstSample, 10) +
+		`\s+shard: corrupt: sample 0: crc32c 0x[0-9a-f]{8}, the checksum table says 0x[0-9a-f]{8}$`)
+	if res.code != exitFindings || !row.MatchString(res.stdout) || !sampleRow.MatchString(res.stdout) || !strings.Contains(res.stdout, "2 finding(s) in "+dir) ||
 		!strings.Contains(res.stdout, "next: WAREHOUSE_CLEAR=1 warehouse-etl build --config CONFIG") ||
-		!strings.Contains(res.stderr, "warehouse-etl verify: "+dir+": 1 verification finding(s), the first: checksum shards/shard-00001.twh") {
+		!strings.Contains(res.stderr, "warehouse-etl verify: "+dir+": 2 verification finding(s), the first: checksum shards/shard-00001.twh") {
 		t.Fatalf("flipped byte: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 
