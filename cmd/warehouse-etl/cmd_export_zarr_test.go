@@ -382,7 +382,7 @@ func TestExportZarrErrors(t *testing.T) {
 		{"bad verify", []string{"export", "zarr", "--tensor-warehouse", outRoot, "--out", out, "--verify", "some"}, exitUsage, `--verify "some": want full or quick`},
 		{"not a warehouse", []string{"export", "zarr", "--tensor-warehouse", notAStore, "--out", out}, exitFailure, "neither a warehouse version"},
 		{"verification fails", []string{"export", "zarr", "--tensor-warehouse", damaged, "--out", out}, exitFindings,
-			"1 verification finding(s), the first: checksum shards/shard-00000.twh: sha256 "},
+			"2 verification finding(s), the first: checksum shards/shard-00000.twh: sha256 "},
 		{"target not a store", []string{"export", "zarr", "--tensor-warehouse", outRoot, "--out", notAStore}, exitFailure,
 			notAStore + " exists and is not a Zarr v3 store (no zarr.json of a group): refusing to replace it"},
 	} {
