@@ -339,7 +339,8 @@ func badInputCases() []badInputCase {
 			break_:     func(t *testing.T, fx *fixture) { fx.flipByte(t, 1, 80+4) },
 			sample:     "%[2]s: warehouse sample 4: shard: corrupt: sample 0: crc32c 0xeea18658, the checksum table says 0x79484004",
 			sampleSums: "%[2]s: " + checksum,
-			full:       []Finding{{Kind: FindingChecksum, Shard: s1, Sample: -1, Detail: checksum}},
+			full: []Finding{{Kind: FindingChecksum, Shard: s1, Sample: -1, Detail: checksum},
+				{Kind: FindingSampleChecksum, Shard: s1, Sample: 4, Detail: "shard: corrupt: sample 0: crc32c 0xeea18658, the checksum table says 0x79484004"}},
 		},
 		{
 			// Sample 0's CRC in the checksum table (shard 1: 4 samples,
@@ -513,7 +514,9 @@ func fileSHAIfExists(t *testing.T, path string) string {
 func expandFindings(fx *fixture, k int, fs []Finding, t *testing.T) []Finding {
 	out := make([]Finding, len(fs))
 	for i, f := range fs {
-		f.Detail = expand(fx, k, f.Detail, t)
+		if strings.Contains(f.Detail, "%") { // a template of expand; else literal
+			f.Detail = expand(fx, k, f.Detail, t)
+		}
 		out[i] = f
 	}
 	return out
@@ -594,7 +597,8 @@ func TestVerifyCleanAndContent(t *testing.T) {
 	}
 	// NaN in sample 4's image (shard 1, local 1), +Inf in sample 5's
 	// extras, and a class table too short for sample 2's class 2. The
-	// checksums are updated so only the content checks speak.
+	// shards' sha256 are updated, their per-sample CRC-32Cs are not: the
+	// two patched samples are also sample_checksum findings.
 	imageBytes := int64(fx.layout.ImageBytes())
 	nan := make([]byte, 4)
 	putF32(nan, float32(math.NaN()))
@@ -616,7 +620,9 @@ func TestVerifyCleanAndContent(t *testing.T) {
 	s0, s1 := "shards/shard-00000.twh", "shards/shard-00001.twh"
 	want := []Finding{
 		{Kind: FindingContent, Shard: s0, Sample: 2, Detail: "class_index[0] is 2, the class table has 2 classes"},
+		{Kind: FindingSampleChecksum, Shard: s1, Sample: 4, Detail: "shard: corrupt: sample 1: crc32c 0xcc798a53, the checksum table says 0xb0c61bab"},
 		{Kind: FindingNonFinite, Shard: s1, Sample: 4, Detail: "image element 3 is not finite"},
+		{Kind: FindingSampleChecksum, Shard: s1, Sample: 5, Detail: "shard: corrupt: sample 2: crc32c 0xed901653, the checksum table says 0x61ff437c"},
 		{Kind: FindingNonFinite, Shard: s1, Sample: 5, Detail: "extras element 1 is +Inf"},
 		{Kind: FindingContent, Shard: s1, Sample: 5, Detail: "class_index[0] is 2, the class table has 2 classes"},
 	}
