@@ -1,56 +1,22 @@
 package coco
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"image"
-	"image/jpeg"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/sources"
 )
 
-// writeTree creates files under root.
-func writeTree(t testing.TB, root string, files map[string][]byte) {
-	t.Helper()
-	for rel, data := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// encoded returns a w x h image as png or jpeg.
-func encoded(t testing.TB, format string, w, h int) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for i := range img.Pix {
-		img.Pix[i] = byte(i * 7)
-	}
-	var buf bytes.Buffer
-	var err error
-	switch format {
-	case "png":
-		err = png.Encode(&buf, img)
-	case "jpeg":
-		err = jpeg.Encode(&buf, img, nil)
-	default:
-		t.Fatalf("unknown format %s", format)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+// The shared test helpers (internal/testfiles).
+var (
+	writeTree = testfiles.WriteTree
+	encoded   = testfiles.Image
+)
 
 // dataset writes an annotations file (doc) and images into a temp dir
 // and returns the annotations path and the image root.

@@ -6,9 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"image"
-	"image/jpeg"
-	"image/png"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,52 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 )
 
-// writeTree creates files under root; a value of nil makes a directory.
-func writeTree(t testing.TB, root string, files map[string][]byte) {
-	t.Helper()
-	for rel, data := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if data == nil {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// encoded returns a w x h image as png or jpeg.
-func encoded(t testing.TB, format string, w, h int) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for i := range img.Pix {
-		img.Pix[i] = byte(i * 7)
-	}
-	var buf bytes.Buffer
-	var err error
-	switch format {
-	case "png":
-		err = png.Encode(&buf, img)
-	case "jpeg":
-		err = jpeg.Encode(&buf, img, nil)
-	default:
-		t.Fatalf("unknown format %s", format)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+// The shared test helpers (internal/testfiles).
+var (
+	writeTree = testfiles.WriteTree
+	encoded   = testfiles.Image
+)
 
 func newSource(t testing.TB, root string, opts Options) *Source {
 	t.Helper()
