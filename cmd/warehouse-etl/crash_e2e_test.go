@@ -484,6 +484,11 @@ func (s *crashSuite) kill(cfg, root string, clear bool, tr crashTrigger) {
 			t.Fatalf("a WAREHOUSE_CLEAR=1 kill needs a published version: %v", err)
 		}
 	}
+	// A fresh series' earlier build may have finished before its kill
+	// landed: then this build finds the version published already (up to
+	// date) and that is no early publication.
+	_, statErr := os.Lstat(final)
+	publishedBefore := statErr == nil
 	p := startCrashProc(t, s.bin, clear, "build", "--config", cfg, "--workers", "1", "--log-format", "json")
 
 	// During a rebuild, a reader must find the version and latest at every
@@ -562,7 +567,7 @@ func (s *crashSuite) kill(cfg, root string, clear bool, tr crashTrigger) {
 	// What a kill may leave depends on how far the build got.
 	early := k.phase == "startup" || k.phase == "scan" || k.phase == "transform"
 	switch {
-	case !clear && early && st.version != "":
+	case !clear && early && st.version != "" && !publishedBefore:
 		t.Errorf("%s: a version was published before the publish phase", label)
 	case clear && st.version == "":
 		t.Errorf("%s: the version being rebuilt is gone", label)
