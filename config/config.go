@@ -37,7 +37,11 @@ type Config struct {
 	Thresholds    validate.Thresholds `json:"thresholds"`
 	OutputRoot    string              `json:"output_root"`
 	Workers       int                 `json:"workers"` // 0 = one per CPU
-	Zarr          Zarr                `json:"zarr"`
+	// Partitions is the partition count of `build --partition auto` when
+	// the engine does not say it (a Kubernetes Indexed Job gives only the
+	// index); WAREHOUSE_PARTITIONS overrides it. 0: unset.
+	Partitions int  `json:"partitions"`
+	Zarr       Zarr `json:"zarr"`
 
 	// Path is the file the config was read from; Dir its directory.
 	Path string `json:"-"`
@@ -241,6 +245,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.ShardTargetMB > 0) || c.ShardTargetMB > 1<<20 {
 		bad("shard_target_mb %v: must be > 0 and at most 1048576", c.ShardTargetMB)
+	}
+	if c.Partitions < 0 || c.Partitions > 100000 {
+		bad("partitions %d: must be 0 (unset) to 100000", c.Partitions)
 	}
 	if c.Workers < 0 || c.Workers > 1024 {
 		bad("workers %d: must be 0 (one per CPU) to 1024", c.Workers)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"warehouse-etl/analytics"
@@ -146,12 +147,23 @@ func newBuilder(opts Options) (*builder, error) {
 
 func (b *builder) run(ctx context.Context) (*Result, error) {
 	start := b.now()
-	name := b.id.DirName()
-	lock, err := warehouse.AcquireWait(ctx, b.outRoot, name, b.opts.LockWait)
+	lock, err := warehouse.AcquireWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
+	return b.publish(ctx, lock, start, true)
+}
+
+// publish makes and publishes the version under lock: scan, thresholds,
+// the shards (build: built here, in the staging directory, keeping the
+// complete shards of an interrupted earlier build; else: those the
+// partitions built, each re-hashed against its record), then samples.jsonl,
+// summary, manifest and exports from the shard records, and the atomic
+// publication. Build and Commit both end here, so a partitioned build
+// publishes exactly what a single-machine build does.
+func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time.Time, build bool) (*Result, error) {
+	name := b.id.DirName()
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
@@ -185,7 +197,11 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.log.Info("build started", "version", b.id.String(), "dir", final, "workers", b.workers)
+	if build {
+		b.log.Info("build started", "version", b.id.String(), "dir", final, "workers", b.workers)
+	} else {
+		b.log.Info("commit started", "version", b.id.String(), "dir", final, "workers", b.workers)
+	}
 
 	rep := newReport(b, start)
 	scan, err := b.scanPass(ctx, tmp, rep)
@@ -198,7 +214,47 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 	if len(failed) > 0 {
 		return nil, &ThresholdError{Findings: failed}
 	}
-	written, err := b.writePass(ctx, tmp, scan, rep)
+	sp := b.shardPlan(scan)
+	var (
+		st      *staging
+		records map[int]*shardRecord
+	)
+	if build {
+		if st, err = openStaging(b.outRoot, name, b.opts.Clear); err != nil {
+			return nil, err
+		}
+		host, _ := os.Hostname()
+		owner := fmt.Sprintf("build on %s pid %d", host, os.Getpid())
+		res, err := b.buildShards(ctx, st, scan, sp, 0, sp.shards(), owner, rep)
+		if err != nil {
+			return nil, err
+		}
+		records = res.records
+	} else {
+		st = &staging{dir: stagingDir(b.outRoot, name)}
+		all := make([]int, sp.shards())
+		for k := range all {
+			all[k] = k
+		}
+		h0 := b.now()
+		done, problems, err := st.checkShards(ctx, all, sp, true, b.workers)
+		if err != nil {
+			return nil, err
+		}
+		rep.Phases.Write = b.now().Sub(h0).Seconds()
+		if len(problems) > 0 {
+			e := &IncompleteError{Problems: problems, Total: sp.shards()}
+			for k := range problems {
+				e.Missing = append(e.Missing, k)
+			}
+			slices.Sort(e.Missing)
+			e.Who = st.describeMissing(e.Missing, e.Total)
+			return nil, e
+		}
+		records = done
+		b.log.Info("partitions checked", "shards", len(done), "hash_seconds", rep.Phases.Write)
+	}
+	written, err := b.assemble(ctx, tmp, st, scan, sp, records)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +332,11 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	commitSeconds := b.now().Sub(sealStart).Seconds()
+	// The staging directory's shards are the version's now (hard links);
+	// the rest of it is spent.
+	if err := os.RemoveAll(st.dir); err != nil {
+		b.log.Warn("removing the staging directory", "dir", st.dir, "err", err)
+	}
 	for _, f := range warned {
 		b.log.Warn("validation threshold exceeded (warn)", "finding", f.String())
 	}
@@ -292,25 +353,16 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 // mean nothing to do (but today's thresholds still apply to the recorded
 // summary); changed sources are refused.
 func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir string, m *warehouse.Manifest) (*Result, error) {
-	fw := warehouse.NewFingerprintWriter(nil)
-	if err := b.fingerprint(ctx, fw); err != nil {
+	if err := b.checkPublished(ctx, dir, m); err != nil {
 		return nil, err
 	}
-	if fw.Sum().SHA256 != m.SourceFingerprint.SHA256 {
-		change, err := warehouse.FirstChange(filepath.Join(dir, m.Files.Fingerprint), func(fn func(warehouse.FileEntry) error) error {
-			return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fn(warehouse.FileEntry(fi)) })
-		})
-		if err != nil {
+	_, warned := splitFindings(b.thresholds.Evaluate(m.Summary.Total))
+	// A commit killed after publishing leaves the staging directory.
+	if st := stagingDir(b.outRoot, b.id.DirName()); fileExists(st) {
+		if err := os.RemoveAll(st); err != nil {
 			return nil, err
 		}
-		if change == "" {
-			change = "the file listing differs"
-		}
-		return nil, &StaleError{Dir: dir, Change: change}
-	}
-	failed, warned := splitFindings(b.thresholds.Evaluate(m.Summary.Total))
-	if len(failed) > 0 {
-		return nil, &ThresholdError{Findings: failed}
+		b.log.Info("removed the staging directory of the published version", "dir", st)
 	}
 	// A build of this version killed after publishing may have left its
 	// temporary directory and not swapped latest: finish its work.
@@ -328,6 +380,37 @@ func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir strin
 	}
 	b.log.Info("up to date", "dir", dir, "version", m.Version)
 	return &Result{Status: StatusUpToDate, Dir: dir, Manifest: m, Warnings: warned}, nil
+}
+
+// checkPublished checks a published version against today's sources and
+// thresholds: changed sources are a *StaleError, failed thresholds a
+// *ThresholdError.
+func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.Manifest) error {
+	fw := warehouse.NewFingerprintWriter(nil)
+	if err := b.fingerprint(ctx, fw); err != nil {
+		return err
+	}
+	if fw.Sum().SHA256 != m.SourceFingerprint.SHA256 {
+		change, err := warehouse.FirstChange(filepath.Join(dir, m.Files.Fingerprint), func(fn func(warehouse.FileEntry) error) error {
+			return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fn(warehouse.FileEntry(fi)) })
+		})
+		if err != nil {
+			return err
+		}
+		if change == "" {
+			change = "the file listing differs"
+		}
+		return &StaleError{Dir: dir, Change: change}
+	}
+	if failed, _ := splitFindings(b.thresholds.Evaluate(m.Summary.Total)); len(failed) > 0 {
+		return &ThresholdError{Findings: failed}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // fingerprint feeds every source file into fw.

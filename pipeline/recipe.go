@@ -17,7 +17,11 @@ import (
 // change alters the bytes of shards or manifest for the same inputs: it is
 // part of the version key, so old versions are never silently reused.
 // 2: every shard ends in a checksum section, one CRC-32C per sample.
-const CodeVersion = "warehouse-etl/2"
+// 3: shard k holds the planned samples k*spp..(k+1)*spp-1, so a late
+// decode failure leaves its shard short (or absent) instead of moving
+// every later sample; image statistics are summed per shard, then over
+// shards. Both make the bytes independent of the partition count.
+const CodeVersion = "warehouse-etl/3"
 
 // transformSpec turns the config into the transforms package's spec.
 func transformSpec(c *config.Config) transforms.Spec {

@@ -3,9 +3,12 @@ package pipeline
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -44,7 +47,8 @@ type scanResult struct {
 	classes     *classTable
 	fingerprint warehouse.Fingerprint
 	inputs      int64
-	planned     int64 // samples kept after pass 1
+	planned     int64  // samples kept after pass 1
+	planSHA     string // sha256 of the spill: every partition's scan must agree on it
 }
 
 // scanPass lists the inputs, scans and validates every sample, plans its
@@ -62,7 +66,8 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
-	enc := json.NewEncoder(w)
+	planHash := sha256.New()
+	enc := json.NewEncoder(io.MultiWriter(w, planHash))
 
 	spec := transformSpec(b.cfg)
 	keys := map[sources.ClassKey]bool{}
@@ -103,6 +108,7 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
+	res.planSHA = hex.EncodeToString(planHash.Sum(nil))
 	if pinned != nil {
 		res.classes = pinned
 	} else {

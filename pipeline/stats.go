@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"math"
+	"math/big"
 	"sync"
 
 	"github.com/x448/float16"
@@ -72,26 +75,89 @@ func contentSums(img []byte, spec transforms.Spec, g transforms.Geometry) channe
 	return s
 }
 
-// add accumulates another sample's sums (in plan order, for determinism).
-func (s *channelSums) add(o channelSums) {
+// imageSums accumulates many samples' channelSums exactly: each sample's
+// float64 sums are scaled by 2^32 and truncated to integers, and the
+// integers are added. Integer addition is associative, so the total does
+// not depend on how samples were grouped (per shard, per partition) or
+// added up; only the final division rounds.
+type imageSums struct {
+	n          int64
+	sum, sumSq [3]big.Int
+}
+
+// fixedShift is the fixed-point scale of imageSums: 2^-32 resolution per
+// sample sum, far below a float32 value's precision.
+const fixedShift = 32
+
+// add accumulates one sample's sums.
+func (s *imageSums) add(o channelSums) {
+	s.n += o.n
+	var f big.Float
+	var i big.Int
+	for c := range 3 {
+		f.SetFloat64(o.sum[c]).SetMantExp(&f, fixedShift).Int(&i)
+		s.sum[c].Add(&s.sum[c], &i)
+		f.SetFloat64(o.sumSq[c]).SetMantExp(&f, fixedShift).Int(&i)
+		s.sumSq[c].Add(&s.sumSq[c], &i)
+	}
+}
+
+// merge accumulates another accumulator (a shard's).
+func (s *imageSums) merge(o *imageSums) {
 	s.n += o.n
 	for c := range 3 {
-		s.sum[c] += o.sum[c]
-		s.sumSq[c] += o.sumSq[c]
+		s.sum[c].Add(&s.sum[c], &o.sum[c])
+		s.sumSq[c].Add(&s.sumSq[c], &o.sumSq[c])
 	}
 }
 
 // stats turns the sums into the manifest's image statistics.
-func (s channelSums) stats() warehouse.ImageStats {
+func (s *imageSums) stats() warehouse.ImageStats {
 	st := warehouse.ImageStats{Values: s.n}
 	if s.n == 0 {
 		return st
 	}
 	n := float64(s.n)
+	value := func(i *big.Int) float64 {
+		v, _ := new(big.Float).SetInt(i).Float64()
+		return math.Ldexp(v, -fixedShift)
+	}
 	for c := range 3 {
-		mean := s.sum[c] / n
+		mean := value(&s.sum[c]) / n
 		st.Mean[c] = mean
-		st.Std[c] = math.Sqrt(max(0, s.sumSq[c]/n-float64(mean*mean))) // float64(): no FMA, same bytes on every architecture
+		st.Std[c] = math.Sqrt(max(0, value(&s.sumSq[c])/n-float64(mean*mean))) // float64(): no FMA, same bytes on every architecture
 	}
 	return st
+}
+
+// imageSumsJSON is how a shard record carries imageSums (big integers as
+// JSON numbers: exact).
+type imageSumsJSON struct {
+	N     int64       `json:"n"`
+	Sum   [3]*big.Int `json:"sum"`
+	SumSq [3]*big.Int `json:"sum_sq"`
+}
+
+func (s imageSums) MarshalJSON() ([]byte, error) {
+	j := imageSumsJSON{N: s.n}
+	for c := range 3 {
+		j.Sum[c], j.SumSq[c] = &s.sum[c], &s.sumSq[c]
+	}
+	return json.Marshal(j)
+}
+
+func (s *imageSums) UnmarshalJSON(b []byte) error {
+	var j imageSumsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	s.n = j.N
+	for c := range 3 {
+		if j.Sum[c] == nil || j.SumSq[c] == nil {
+			return errors.New("sums: missing channel")
+		}
+		s.sum[c].Set(j.Sum[c])
+		s.sumSq[c].Set(j.SumSq[c])
+	}
+	return nil
 }

@@ -186,6 +186,9 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	if err := cleanStaging(root, entries, opts, rep); err != nil {
+		return rep, err
+	}
 	latest, _ := os.Readlink(filepath.Join(root, LatestName))
 	type version struct {
 		name    string
@@ -237,6 +240,71 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		return rep, syncDir(root)
 	}
 	return rep, nil
+}
+
+// StagingSuffix names a version's staging directory in its output root,
+// ".<version>.staging": where its shards are built before publication
+// (partitioned builds, and every build's shard-level resume).
+const StagingSuffix = ".staging"
+
+var stagingDirName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.staging$`)
+
+// cleanStaging removes the staging directories no build is using that are
+// spent (their version is published: a commit died before removing it) or
+// older than opts.KeepFor (an unfinished build nobody reran). Others are
+// kept: their complete shards make a rerun cheaper.
+func cleanStaging(root string, entries []os.DirEntry, opts GCOptions, rep *GCReport) error {
+	for _, e := range entries {
+		m := stagingDirName.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		v, p := m[1], filepath.Join(root, e.Name())
+		lock, ok, err := tryLock(root, v, buildLockSuffix)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			rep.Kept = append(rep.Kept, Kept{e.Name(), "a build, partition or commit of " + v + " is running"})
+			continue
+		}
+		why := ""
+		if _, err := os.Stat(filepath.Join(root, v, ManifestName)); err == nil {
+			why = "staging directory of " + v + ", which is published"
+		} else if newest := treeNewest(p); opts.KeepFor > 0 && opts.Now.Sub(newest) >= opts.KeepFor {
+			why = fmt.Sprintf("unfinished build of %s, untouched since %s", v, newest.UTC().Format(time.RFC3339))
+		}
+		if why == "" {
+			lock.Close()
+			rep.Kept = append(rep.Kept, Kept{e.Name(), "unfinished build of " + v + ": rerun it (its complete shards are kept) or wait for --keep-days"})
+			continue
+		}
+		r := Removed{Path: p, Bytes: treeBytes(p), Why: why}
+		if !opts.DryRun {
+			err = os.RemoveAll(p)
+		}
+		lock.Close()
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+		rep.Removed = append(rep.Removed, r)
+	}
+	return nil
+}
+
+// treeNewest is the newest modification time of p and everything under it.
+func treeNewest(p string) time.Time {
+	var t time.Time
+	_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.ModTime().After(t) {
+			t = fi.ModTime()
+		}
+		return nil
+	})
+	return t
 }
 
 // removeVersion takes a version's build and readers locks without waiting

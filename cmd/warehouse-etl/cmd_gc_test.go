@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"warehouse-etl/warehouse"
 )
@@ -143,5 +145,58 @@ func TestPublishedVersionIsReadableByOthers(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gc and staging directories: a published version's leftover staging is
+// removed; an unfinished build's is kept (rerunning it resumes) until it
+// is older than --keep-days; one whose partitions run is never touched.
+func TestGCStagingDirectories(t *testing.T) {
+	cfgPath, root := writeConfig(t, demoRoot(t), map[string]any{"target_size": []int{32, 24}, "shard_target_mb": 0.05})
+	// An unfinished partitioned build: one partition of two.
+	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--partition", "0/2"); res.code != 0 {
+		t.Fatalf("partition: exit %d\n%s", res.code, res.stderr)
+	}
+	staged, _ := filepath.Glob(filepath.Join(root, ".v*.staging"))
+	if len(staged) != 1 {
+		t.Fatalf("staging directories %v", staged)
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(staged[0]), "."), ".staging")
+	gc := func(extra ...string) cliResult {
+		res := runCLI(t, context.Background(), nil, append([]string{"gc", "--output-root", root, "--keep", "1"}, extra...)...)
+		if res.code != 0 {
+			t.Fatalf("gc: exit %d\n%s", res.code, res.stderr)
+		}
+		return res
+	}
+	if res := gc("--keep-days", "1"); !exists(staged[0]) || !strings.Contains(res.stdout, "unfinished build of "+name+": rerun it") {
+		t.Fatalf("a fresh unfinished build's staging was not kept:\n%s", res.stdout)
+	}
+	// While a partition runs (version lock held shared), even an old one stays.
+	old := time.Now().Add(-72 * time.Hour)
+	filepath.WalkDir(staged[0], func(p string, _ fs.DirEntry, _ error) error { return os.Chtimes(p, old, old) })
+	lock, err := warehouse.AcquireShared(context.Background(), root, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := gc("--keep-days", "1"); !exists(staged[0]) || !strings.Contains(res.stdout, "is running") {
+		t.Fatalf("gc touched the staging of a running partition:\n%s", res.stdout)
+	}
+	lock.Release()
+	if res := gc(); !exists(staged[0]) {
+		t.Fatalf("without --keep-days gc removed an unfinished build's staging:\n%s", res.stdout)
+	}
+	if res := gc("--keep-days", "1"); exists(staged[0]) || !strings.Contains(res.stdout, "unfinished build of "+name+", untouched since") {
+		t.Fatalf("an old unfinished build's staging was kept:\n%s", res.stdout)
+	}
+	// A published version's leftover staging (a commit killed after publishing).
+	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath); res.code != 0 {
+		t.Fatalf("build: exit %d\n%s", res.code, res.stderr)
+	}
+	if err := os.MkdirAll(filepath.Join(staged[0], "shards"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if res := gc(); exists(staged[0]) || !strings.Contains(res.stdout, "which is published") {
+		t.Fatalf("a published version's staging was kept:\n%s", res.stdout)
 	}
 }

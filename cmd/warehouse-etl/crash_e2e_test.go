@@ -225,6 +225,7 @@ func crashPhaseOf(last string) string {
 type crashState struct {
 	version  string // the version directory, "" if none
 	latest   string // what latest names, "" if absent
+	staging  bool   // the version's staging directory is there
 	manifest []byte // the version's manifest.json
 	temps    []string
 }
@@ -245,6 +246,7 @@ type crashSuite struct {
 	refConfig, refRoot string
 	kills              []crashKill
 	checks             int
+	resumed            int // reruns that kept complete shards of the killed build
 }
 
 func TestCrashSIGKILLBuilds(t *testing.T) {
@@ -396,7 +398,7 @@ func TestCrashSIGKILLBuilds(t *testing.T) {
 			phases[k.phase]++
 		}
 	}
-	t.Logf("%d kills (%v), %d output root checks, %v in all", killed, phases, s.checks, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d kills (%v), %d output root checks, %d reruns resumed from staged shards, %v in all", killed, phases, s.checks, s.resumed, time.Since(t0).Round(time.Millisecond))
 	if killed < 10 {
 		t.Errorf("only %d builds were killed, want at least 10", killed)
 	}
@@ -627,6 +629,12 @@ func (s *crashSuite) rerun(cfg, root string, clear bool) {
 	if st.latest != s.ref.name {
 		t.Errorf("%s (%s): latest names %q, want %s", label, status, st.latest, s.ref.name)
 	}
+	if st.staging {
+		t.Errorf("%s (%s): the staging directory outlived the publication", label, status)
+	}
+	if strings.Contains(logText, "kept complete shards of an earlier run") {
+		s.resumed++
+	}
 	var mine []string
 	for _, tmp := range st.temps {
 		if v := crashTemporaryOf(tmp); v == s.ref.name {
@@ -700,6 +708,10 @@ func (s *crashSuite) check(root, label string) crashState {
 			}
 			st.latest = target
 		case crashLockRE.MatchString(name):
+		case name == "."+s.ref.name+".staging":
+			// Shards of the killed build, kept for the rerun (shard-level
+			// resume); the rerun's result is checked against the reference.
+			st.staging = true
 		case crashTemporaryOf(name) != "":
 			st.temps = append(st.temps, name)
 		default:

@@ -131,7 +131,9 @@ func versionDirs(t *testing.T, outRoot string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") { // lock files
+		// Lock files, and the staging directory an unfinished build keeps
+		// for its rerun: neither is a version.
+		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") && !strings.HasSuffix(e.Name(), ".staging") {
 			names = append(names, e.Name())
 		}
 	}

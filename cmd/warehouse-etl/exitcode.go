@@ -20,6 +20,7 @@ const (
 	exitLocked      = 5
 	exitDrift       = 6
 	exitFindings    = 7
+	exitIncomplete  = 8
 	exitInterrupted = 130
 )
 
@@ -42,6 +43,7 @@ func exitCode(ctx context.Context, err error) int {
 		findings  *warehouse.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
+		partial   *pipeline.IncompleteError
 	)
 	switch {
 	case err == nil:
@@ -54,6 +56,8 @@ func exitCode(ctx context.Context, err error) int {
 		return exitThreshold
 	case errors.As(err, &stale):
 		return exitStale
+	case errors.As(err, &partial):
+		return exitIncomplete
 	case errors.Is(err, warehouse.ErrLocked):
 		return exitLocked
 	case errors.As(err, &drift):

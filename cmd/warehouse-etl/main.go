@@ -31,6 +31,7 @@ type environment struct {
 
 var commands = []command{
 	{"build", "build (or confirm up to date) the warehouse version a config describes", runBuild},
+	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", runCommit},
 	{"version", "print the code version", runVersion},
 	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", runVerify},
 	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", runInspect},
@@ -54,6 +55,8 @@ exit codes:
   5    another build of the same version holds its lock
   6    diff: a drift limit was exceeded
   7    verify found problems: do not train on this version (the output says what to run next)
+  8    commit: some shards are not built or do not check out (the output names the
+       partitions to rerun): nothing was published
   130  interrupted (SIGINT/SIGTERM): nothing was published
 
 Run 'warehouse-etl <command> -h' for a command's flags.

@@ -1,0 +1,308 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"warehouse-etl/warehouse"
+)
+
+// Partition is part Index of Count of a version's shards: the shards
+// [Index*S/Count, (Index+1)*S/Count) of the S the plan makes. Every
+// partition scans the whole input (the scan is deterministic, so all agree
+// on the plan without talking to each other) and builds only its shards.
+type Partition struct{ Index, Count int }
+
+func (p Partition) String() string { return fmt.Sprintf("%d/%d", p.Index, p.Count) }
+
+// shards is the partition's half-open range of shard numbers out of total.
+func (p Partition) shards(total int) (lo, hi int) {
+	return p.Index * total / p.Count, (p.Index + 1) * total / p.Count
+}
+
+// MaxPartitions bounds N in --partition i/N.
+const MaxPartitions = 100000
+
+// ParsePartition reads "i/N" (0 <= i < N).
+func ParsePartition(s string) (Partition, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return Partition{}, fmt.Errorf("partition %q: want i/N, e.g. 0/4, or auto", s)
+	}
+	return checkPartition(i, n)
+}
+
+func checkPartition(i, n int) (Partition, error) {
+	if n < 1 || n > MaxPartitions {
+		return Partition{}, fmt.Errorf("partition count %d: must be 1..%d", n, MaxPartitions)
+	}
+	if i < 0 || i >= n {
+		return Partition{}, fmt.Errorf("partition index %d: must be 0..%d for %d partitions", i, n-1, n)
+	}
+	return Partition{i, n}, nil
+}
+
+// AutoPartition reads the partition from the job engine's environment:
+//
+//   - Slurm job array: SLURM_ARRAY_TASK_ID, with SLURM_ARRAY_TASK_MIN and
+//     SLURM_ARRAY_TASK_MAX (index = ID - MIN, count = MAX - MIN + 1; the
+//     array must be dense, step 1) or else SLURM_ARRAY_TASK_COUNT with
+//     0-based ids;
+//   - Kubernetes Indexed Job: JOB_COMPLETION_INDEX, with the count from
+//     WAREHOUSE_PARTITIONS or else configured (the config's "partitions";
+//     the Job's completions, which Kubernetes does not pass to the pod).
+func AutoPartition(getenv func(string) string, configured int) (Partition, error) {
+	num := func(name string) (int, bool, error) {
+		v := getenv(name)
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s=%q: not an integer", name, v)
+		}
+		return n, true, nil
+	}
+	if id, ok, err := num("SLURM_ARRAY_TASK_ID"); err != nil {
+		return Partition{}, err
+	} else if ok {
+		if step, ok, err := num("SLURM_ARRAY_TASK_STEP"); err != nil {
+			return Partition{}, err
+		} else if ok && step != 1 {
+			return Partition{}, fmt.Errorf("SLURM_ARRAY_TASK_STEP=%d: the array must be dense (--array=0-7, not 0-14:2), or give --partition i/N", step)
+		}
+		lo, okLo, err1 := num("SLURM_ARRAY_TASK_MIN")
+		hi, okHi, err2 := num("SLURM_ARRAY_TASK_MAX")
+		count, okCount, err3 := num("SLURM_ARRAY_TASK_COUNT")
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return Partition{}, err
+		}
+		switch {
+		case okLo && okHi:
+			if okCount && count != hi-lo+1 {
+				return Partition{}, fmt.Errorf("SLURM_ARRAY_TASK_COUNT=%d but MIN..MAX is %d..%d: the array must be dense, or give --partition i/N", count, lo, hi)
+			}
+			return checkPartition(id-lo, hi-lo+1)
+		case okCount:
+			return checkPartition(id, count)
+		}
+		return Partition{}, errors.New("SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_MIN/MAX nor SLURM_ARRAY_TASK_COUNT")
+	}
+	if id, ok, err := num("JOB_COMPLETION_INDEX"); err != nil {
+		return Partition{}, err
+	} else if ok {
+		n, okN, err := num("WAREHOUSE_PARTITIONS")
+		if err != nil {
+			return Partition{}, err
+		}
+		if !okN {
+			n = configured
+		}
+		if n == 0 {
+			return Partition{}, errors.New("JOB_COMPLETION_INDEX is set but the partition count is not: set WAREHOUSE_PARTITIONS to the Job's completions (or \"partitions\" in the config)")
+		}
+		return checkPartition(id, n)
+	}
+	return Partition{}, errors.New("--partition auto: no job engine in the environment (SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX)")
+}
+
+// PartitionResult describes a finished partition.
+type PartitionResult struct {
+	Partition   Partition
+	UpToDate    bool // the version is published and its sources unchanged: nothing to do
+	ShardsTotal int
+	ShardFirst  int
+	ShardEnd    int
+	Built       int // shards built by this run
+	Kept        int // complete shards of an earlier run, checked and kept
+	Samples     int64
+	Staging     string
+}
+
+// BuildPartition builds one partition of the version into its staging
+// directory (errors as Build's; a failing threshold fails every partition
+// alike, before any shard is written). A rerun keeps the partition's
+// complete shards; Options.Clear rebuilds them.
+func BuildPartition(ctx context.Context, opts Options, part Partition) (*PartitionResult, error) {
+	b, err := newBuilder(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	start := b.now()
+	name := b.id.DirName()
+	lock, err := warehouse.AcquireShared(ctx, b.outRoot, name, b.opts.LockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	res := &PartitionResult{Partition: part}
+	if m, err := warehouse.ReadManifest(lock.FinalDir()); err == nil && !b.opts.Clear {
+		if err := b.checkPublished(ctx, lock.FinalDir(), m); err != nil {
+			return nil, err
+		}
+		b.log.Info("up to date", "dir", lock.FinalDir(), "version", m.Version, "partition", part.String())
+		res.UpToDate = true
+		return res, nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !b.opts.Clear {
+		return nil, fmt.Errorf("%w; rerun with WAREHOUSE_CLEAR=1 to rebuild it", err)
+	}
+	st, err := openStaging(b.outRoot, name, false)
+	if err != nil {
+		return nil, err
+	}
+	res.Staging = st.dir
+	tmp, err := os.MkdirTemp(st.dir, "scan-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	b.log.Info("partition started", "version", b.id.String(), "partition", part.String(), "staging", st.dir, "workers", b.workers)
+
+	rep := newReport(b, start)
+	scan, err := b.scanPass(ctx, tmp, rep)
+	if err != nil {
+		return nil, err
+	}
+	if failed, _ := splitFindings(b.thresholds.Evaluate(scan.summary.Result().Total)); len(failed) > 0 {
+		return nil, &ThresholdError{Findings: failed}
+	}
+	sp := b.shardPlan(scan)
+	res.ShardsTotal = sp.shards()
+	res.ShardFirst, res.ShardEnd = part.shards(res.ShardsTotal)
+	host, _ := os.Hostname()
+	prec := &partitionRecord{
+		Partition: part.String(), Index: part.Index, Count: part.Count, Version: b.id.String(), PlanSHA256: sp.planSHA,
+		ShardsTotal: res.ShardsTotal, ShardFirst: res.ShardFirst, ShardEnd: res.ShardEnd,
+		Host: host, PID: os.Getpid(), StartedAtMs: start.UnixMilli(),
+	}
+	if err := st.writePartition(prec); err != nil {
+		return nil, err
+	}
+	owner := fmt.Sprintf("partition %s on %s pid %d", part, host, os.Getpid())
+	built, err := b.buildShards(ctx, st, scan, sp, res.ShardFirst, res.ShardEnd, owner, rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkSourcesUnchanged(ctx, scan.fingerprint); err != nil {
+		return nil, err
+	}
+	res.Built, res.Kept, res.Samples = built.built, built.kept, built.samples
+	prec.Built, prec.Kept, prec.FinishedAtMs = built.built, built.kept, b.now().UnixMilli()
+	if err := st.writePartition(prec); err != nil {
+		return nil, err
+	}
+	b.log.Info("partition done", "partition", part.String(), "shards", fmt.Sprintf("%d-%d of %d", res.ShardFirst, res.ShardEnd-1, res.ShardsTotal),
+		"built", res.Built, "kept", res.Kept, "seconds", b.now().Sub(start).Seconds())
+	return res, nil
+}
+
+// IncompleteError is a commit that finds shards missing or unusable: it
+// names them and the partitions that should have built them. Nothing is
+// published; rerunning those partitions fixes it.
+type IncompleteError struct {
+	Missing  []int         // shard numbers
+	Problems map[int]error // why each missing shard cannot be used
+	Total    int
+	Who      []string // the partitions that own them, and what is known of their runs
+	Running  bool     // partitions still hold the version's lock
+}
+
+func (e *IncompleteError) Error() string {
+	var b strings.Builder
+	if e.Running && e.Total == 0 {
+		b.WriteString("cannot commit yet: partitions of this version are still running (or another build or commit of it holds its lock)")
+	} else {
+		fmt.Fprintf(&b, "cannot commit: %d of %d shards are not complete (shards %s)", len(e.Missing), e.Total, shardRanges(e.Missing))
+	}
+	notFinished := 0
+	for _, k := range e.Missing {
+		if errors.Is(e.Problems[k], fs.ErrNotExist) {
+			notFinished++
+		}
+	}
+	if n := len(e.Missing) - notFinished; n > 0 {
+		for _, k := range e.Missing {
+			if err := e.Problems[k]; err != nil && !errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(&b, "; %s: %v", shardID(k), err)
+				break
+			}
+		}
+	}
+	if len(e.Who) > 0 {
+		b.WriteString("; ")
+		b.WriteString(strings.Join(e.Who, "; "))
+	} else if !e.Running {
+		b.WriteString("; no partition of this version has run")
+	}
+	b.WriteString("; nothing was published")
+	return b.String()
+}
+
+// CommitOptions configure a commit.
+type CommitOptions struct {
+	Options
+	// Wait keeps retrying for up to this long while partitions are still
+	// running or have not all finished (Kubernetes starts the commit Job
+	// beside the Indexed Job); 0 checks once.
+	Wait time.Duration
+}
+
+// Commit checks that every shard of the version is complete and intact
+// (each shard file re-hashed against its record) and publishes the
+// version exactly as a single-machine build would: samples.jsonl, summary,
+// manifest, exports. Errors are Build's and *IncompleteError.
+func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
+	b, err := newBuilder(opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	start := b.now()
+	name := b.id.DirName()
+	st := &staging{dir: stagingDir(b.outRoot, name)}
+	deadline := time.Now().Add(opts.Wait)
+	for {
+		lock, err := warehouse.Acquire(b.outRoot, name)
+		switch {
+		case err == nil:
+			_, statErr := os.Stat(lock.FinalDir())
+			if opts.Wait == 0 || !time.Now().Before(deadline) || statErr == nil || st.finishedPlan() {
+				defer lock.Release()
+				return b.publish(ctx, lock, start, false)
+			}
+			lock.Release() // partitions have not all finished: wait for them
+		case !errors.Is(err, warehouse.ErrLocked):
+			return nil, err
+		case !time.Now().Before(deadline):
+			return nil, &IncompleteError{Running: true, Who: st.describeRunning()}
+		}
+		t := time.NewTimer(min(2*time.Second, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// describeRunning lists the partitions that have not finished, from their
+// records.
+func (st *staging) describeRunning() []string {
+	var out []string
+	for _, r := range st.partitions() {
+		if r.FinishedAtMs == 0 {
+			out = append(out, fmt.Sprintf("partition %s started on %s (pid %d) and has not finished", r.Partition, r.Host, r.PID))
+		}
+	}
+	return out
+}
