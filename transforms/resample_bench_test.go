@@ -13,6 +13,7 @@ func BenchmarkResample(b *testing.B) {
 	cases := []struct{ w, h, bpp, nw, nh int }{
 		{1920, 1080, 3, 384, 216}, // 9 taps both ways
 		{1280, 720, 3, 224, 126},  // 12 taps (720p PNG -> 224)
+		{1920, 1080, 3, 224, 126}, // 18 taps (1080p PNG -> 224)
 		{1280, 720, 4, 224, 126},  // RGBA
 		{3840, 2160, 3, 640, 360}, // 12 taps
 		{3840, 2160, 3, 224, 126}, // 35 taps
