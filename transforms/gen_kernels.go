@@ -23,11 +23,12 @@ import (
 //
 //   - horizontally, one kernel per remainder taps%rowChunk: a loop over
 //     the chunks of rowChunk taps, then the remainder. The loop costs some
-//     15-25% per tap over full unrolling (the compiler reloads spilled
-//     values on every iteration), so the counts of the common builds up to
-//     4K -> 512 and 1080p -> 256 (taps = about 2x the ratio; see
-//     TestCommonCasesHaveKernels) stay fully unrolled, and only larger
-//     ratios, such as 4K PNGs into 224 (35 taps), take the loop;
+//     15% per tap over full unrolling (the compiler reloads spilled values
+//     on every iteration), so the counts of the common builds up to 1080p
+//     -> 224 and 4K -> 384 (taps = about 2x the ratio; see
+//     TestCommonCasesHaveKernels) stay fully unrolled, at about 1.8 KB of
+//     code per count, and only larger ratios, such as 4K PNGs into 256 or
+//     224 (29 and 35 taps), take the loop;
 //   - vertically, one kernel that sums columnChunk rows at a time into a
 //     row of int32 and writes the bytes with the last chunk. From 7 taps
 //     up it is faster than full unrolling (which spills the weights and row
@@ -38,7 +39,7 @@ import (
 // resample.go.
 const (
 	minTaps       = 2
-	maxRowTaps    = 16
+	maxRowTaps    = 24
 	maxColumnTaps = 6
 	rowChunk      = 8
 	columnChunk   = 4

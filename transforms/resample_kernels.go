@@ -36,6 +36,22 @@ func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 		return resampleRow3x15
 	case bpp == 3 && taps == 16:
 		return resampleRow3x16
+	case bpp == 3 && taps == 17:
+		return resampleRow3x17
+	case bpp == 3 && taps == 18:
+		return resampleRow3x18
+	case bpp == 3 && taps == 19:
+		return resampleRow3x19
+	case bpp == 3 && taps == 20:
+		return resampleRow3x20
+	case bpp == 3 && taps == 21:
+		return resampleRow3x21
+	case bpp == 3 && taps == 22:
+		return resampleRow3x22
+	case bpp == 3 && taps == 23:
+		return resampleRow3x23
+	case bpp == 3 && taps == 24:
+		return resampleRow3x24
 	case bpp == 4 && taps == 2:
 		return resampleRow4x2
 	case bpp == 4 && taps == 3:
@@ -66,9 +82,25 @@ func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 		return resampleRow4x15
 	case bpp == 4 && taps == 16:
 		return resampleRow4x16
-	case bpp == 3 && taps > 16:
+	case bpp == 4 && taps == 17:
+		return resampleRow4x17
+	case bpp == 4 && taps == 18:
+		return resampleRow4x18
+	case bpp == 4 && taps == 19:
+		return resampleRow4x19
+	case bpp == 4 && taps == 20:
+		return resampleRow4x20
+	case bpp == 4 && taps == 21:
+		return resampleRow4x21
+	case bpp == 4 && taps == 22:
+		return resampleRow4x22
+	case bpp == 4 && taps == 23:
+		return resampleRow4x23
+	case bpp == 4 && taps == 24:
+		return resampleRow4x24
+	case bpp == 3 && taps > 24:
 		return resampleRow3xWide[taps%8]
-	case bpp == 4 && taps > 16:
+	case bpp == 4 && taps > 24:
 		return resampleRow4xWide[taps%8]
 	}
 	return nil
@@ -310,6 +342,110 @@ func resampleRow3x16(dst, src []byte, first, coeff []int32) {
 		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15) >> weightBits)
 		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15) >> weightBits)
 		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15) >> weightBits)
+	}
+}
+
+func resampleRow3x17(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[17*x : 17*x+17 : 17*x+17]
+		i := 3 * int(f)
+		s := src[i : i+51 : i+51]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16) >> weightBits)
+	}
+}
+
+func resampleRow3x18(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[18*x : 18*x+18 : 18*x+18]
+		i := 3 * int(f)
+		s := src[i : i+54 : i+54]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17) >> weightBits)
+	}
+}
+
+func resampleRow3x19(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[19*x : 19*x+19 : 19*x+19]
+		i := 3 * int(f)
+		s := src[i : i+57 : i+57]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18) >> weightBits)
+	}
+}
+
+func resampleRow3x20(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[20*x : 20*x+20 : 20*x+20]
+		i := 3 * int(f)
+		s := src[i : i+60 : i+60]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19) >> weightBits)
+	}
+}
+
+func resampleRow3x21(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[21*x : 21*x+21 : 21*x+21]
+		i := 3 * int(f)
+		s := src[i : i+63 : i+63]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20) >> weightBits)
+	}
+}
+
+func resampleRow3x22(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[22*x : 22*x+22 : 22*x+22]
+		i := 3 * int(f)
+		s := src[i : i+66 : i+66]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21) >> weightBits)
+	}
+}
+
+func resampleRow3x23(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[23*x : 23*x+23 : 23*x+23]
+		i := 3 * int(f)
+		s := src[i : i+69 : i+69]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21 + int32(s[66])*w22) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21 + int32(s[67])*w22) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21 + int32(s[68])*w22) >> weightBits)
+	}
+}
+
+func resampleRow3x24(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[24*x : 24*x+24 : 24*x+24]
+		i := 3 * int(f)
+		s := src[i : i+72 : i+72]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21 + int32(s[66])*w22 + int32(s[69])*w23) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21 + int32(s[67])*w22 + int32(s[70])*w23) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21 + int32(s[68])*w22 + int32(s[71])*w23) >> weightBits)
 	}
 }
 
@@ -703,6 +839,110 @@ func resampleRow4x16(dst, src []byte, first, coeff []int32) {
 		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15) >> weightBits)
 		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15) >> weightBits)
 		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15) >> weightBits)
+	}
+}
+
+func resampleRow4x17(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[17*x : 17*x+17 : 17*x+17]
+		i := 4 * int(f)
+		s := src[i : i+68 : i+68]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16) >> weightBits)
+	}
+}
+
+func resampleRow4x18(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[18*x : 18*x+18 : 18*x+18]
+		i := 4 * int(f)
+		s := src[i : i+72 : i+72]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17) >> weightBits)
+	}
+}
+
+func resampleRow4x19(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[19*x : 19*x+19 : 19*x+19]
+		i := 4 * int(f)
+		s := src[i : i+76 : i+76]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18) >> weightBits)
+	}
+}
+
+func resampleRow4x20(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[20*x : 20*x+20 : 20*x+20]
+		i := 4 * int(f)
+		s := src[i : i+80 : i+80]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19) >> weightBits)
+	}
+}
+
+func resampleRow4x21(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[21*x : 21*x+21 : 21*x+21]
+		i := 4 * int(f)
+		s := src[i : i+84 : i+84]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20) >> weightBits)
+	}
+}
+
+func resampleRow4x22(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[22*x : 22*x+22 : 22*x+22]
+		i := 4 * int(f)
+		s := src[i : i+88 : i+88]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21) >> weightBits)
+	}
+}
+
+func resampleRow4x23(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[23*x : 23*x+23 : 23*x+23]
+		i := 4 * int(f)
+		s := src[i : i+92 : i+92]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21 + int32(s[88])*w22) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21 + int32(s[89])*w22) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21 + int32(s[90])*w22) >> weightBits)
+	}
+}
+
+func resampleRow4x24(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[24*x : 24*x+24 : 24*x+24]
+		i := 4 * int(f)
+		s := src[i : i+96 : i+96]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21 + int32(s[88])*w22 + int32(s[92])*w23) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21 + int32(s[89])*w22 + int32(s[93])*w23) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21 + int32(s[90])*w22 + int32(s[94])*w23) >> weightBits)
 	}
 }
 
