@@ -451,13 +451,13 @@ func resampleRow3x24(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide0(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -474,13 +474,13 @@ func resampleRow3xWide0(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide1(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -499,13 +499,13 @@ func resampleRow3xWide1(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide2(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -524,13 +524,13 @@ func resampleRow3xWide2(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide3(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -549,13 +549,13 @@ func resampleRow3xWide3(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide4(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -574,13 +574,13 @@ func resampleRow3xWide4(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide5(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -599,13 +599,13 @@ func resampleRow3xWide5(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide6(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -624,13 +624,13 @@ func resampleRow3xWide6(dst, src []byte, first, coeff []int32) {
 
 func resampleRow3xWide7(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 3 * int(f)
 		s := src[i : i+3*taps : i+3*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:24:24]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
@@ -948,13 +948,13 @@ func resampleRow4x24(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide0(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -971,13 +971,13 @@ func resampleRow4xWide0(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide1(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -996,13 +996,13 @@ func resampleRow4xWide1(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide2(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -1021,13 +1021,13 @@ func resampleRow4xWide2(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide3(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -1046,13 +1046,13 @@ func resampleRow4xWide3(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide4(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -1071,13 +1071,13 @@ func resampleRow4xWide4(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide5(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -1096,13 +1096,13 @@ func resampleRow4xWide5(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide6(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
@@ -1121,13 +1121,13 @@ func resampleRow4xWide6(dst, src []byte, first, coeff []int32) {
 
 func resampleRow4xWide7(dst, src []byte, first, coeff []int32) {
 	taps := len(coeff) / len(first)
-	rowChunks := taps / 8
+	chunks := taps / 8
 	for x, f := range first {
 		w := coeff[taps*x : taps*x+taps : taps*x+taps]
 		i := 4 * int(f)
 		s := src[i : i+4*taps : i+4*taps]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
-		for range rowChunks {
+		for range chunks {
 			c, p := w[:8:8], s[:32:32]
 			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
 			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
