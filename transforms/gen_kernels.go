@@ -1,11 +1,11 @@
 //go:build ignore
 
 // gen_kernels writes resample_kernels.go: the resampler's inner loops
-// unrolled for a fixed tap count (and, horizontally, a fixed pixel size).
-// With the count fixed the compiler keeps every weight and sum in a
-// register; the generic loops in resample.go, with the tap count in a
-// variable, spill them and run 2-3 times slower. Run `go generate` in this
-// directory after editing.
+// unrolled for a fixed tap count (and, horizontally, a fixed pixel size),
+// or in unrolled chunks for larger counts. With the count fixed the
+// compiler keeps the weights and sums in registers; the generic loops in
+// resample.go, with the tap count in a variable, spill them and run 1.5-3
+// times slower. Run `go generate` in this directory after editing.
 package main
 
 import (
@@ -17,8 +17,33 @@ import (
 	"strings"
 )
 
-// The tap counts of the downscales up to 4x (taps = about 2x the ratio).
-const minTaps, maxTaps = 2, 8
+// Tap counts up to maxRowTaps (horizontal) and maxColumnTaps (vertical)
+// get a kernel each, fully unrolled. Beyond them the "wide" kernels take any
+// tap count, in unrolled chunks:
+//
+//   - horizontally, one kernel per remainder taps%rowChunk: a loop over
+//     the chunks of rowChunk taps, then the remainder. The loop costs some
+//     15% per tap over full unrolling (the compiler reloads spilled values
+//     on every iteration), so the counts of the common builds up to 1080p
+//     -> 224 and 4K -> 384 (taps = about 2x the ratio; see
+//     TestCommonCasesHaveKernels) stay fully unrolled, at about 1.8 KB of
+//     code per count, and only larger ratios, such as 4K PNGs into 256 or
+//     224 (29 and 35 taps), take the loop;
+//   - vertically, one kernel that sums columnChunk rows at a time into a
+//     row of int32 and writes the bytes with the last chunk. From 7 taps
+//     up it is faster than full unrolling (which spills the weights and row
+//     slices there), and its cost per tap does not depend on the count.
+//
+// Sums of non-negative int32 products that end below 2^31 are exact in any
+// order, so every kernel gives exactly the bytes of the generic loops in
+// resample.go.
+const (
+	minTaps       = 2
+	maxRowTaps    = 24
+	maxColumnTaps = 6
+	rowChunk      = 8
+	columnChunk   = 4
+)
 
 func main() {
 	var b bytes.Buffer
@@ -28,34 +53,51 @@ package transforms
 
 `)
 	// Dispatchers.
-	b.WriteString(`// rowKernel returns the unrolled horizontal kernel for bpp-byte pixels and
-// taps taps, or nil.
+	b.WriteString(`// rowKernel returns the horizontal kernel for bpp-byte pixels and taps
+// taps, or nil.
 func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 	switch {
 `)
 	for _, bpp := range []int{3, 4} {
-		for t := minTaps; t <= maxTaps; t++ {
+		for t := minTaps; t <= maxRowTaps; t++ {
 			fmt.Fprintf(&b, "\tcase bpp == %d && taps == %d:\n\t\treturn resampleRow%dx%d\n", bpp, t, bpp, t)
 		}
 	}
-	b.WriteString("\t}\n\treturn nil\n}\n\n")
-	b.WriteString(`// columnKernel returns the unrolled vertical kernel for taps taps, or nil.
-func columnKernel(taps int) func(dst, src []byte, stride int, w []int32) {
-	switch taps {
-`)
-	for t := minTaps; t <= maxTaps; t++ {
-		fmt.Fprintf(&b, "\tcase %d:\n\t\treturn resampleColumn%d\n", t, t)
+	for _, bpp := range []int{3, 4} {
+		fmt.Fprintf(&b, "\tcase bpp == %d && taps > %d:\n\t\treturn resampleRow%dxWide[taps%%%d]\n", bpp, maxRowTaps, bpp, rowChunk)
 	}
+	b.WriteString("\t}\n\treturn nil\n}\n\n")
+	for _, bpp := range []int{3, 4} {
+		fmt.Fprintf(&b, "// resampleRow%dxWide holds the wide kernels by remainder, taps %% %d.\n", bpp, rowChunk)
+		fmt.Fprintf(&b, "var resampleRow%dxWide = [%d]func(dst, src []byte, first, coeff []int32){\n", bpp, rowChunk)
+		for r := range rowChunk {
+			fmt.Fprintf(&b, "\tresampleRow%dxWide%d,\n", bpp, r)
+		}
+		b.WriteString("}\n\n")
+	}
+	b.WriteString(`// columnKernel returns the vertical kernel for taps taps, or nil. acc is
+// scratch of len(dst), used by the wide kernel.
+func columnKernel(taps int) func(dst []byte, acc []int32, src []byte, stride int, w []int32) {
+	switch {
+`)
+	for t := minTaps; t <= maxColumnTaps; t++ {
+		fmt.Fprintf(&b, "\tcase taps == %d:\n\t\treturn resampleColumn%d\n", t, t)
+	}
+	fmt.Fprintf(&b, "\tcase taps > %d:\n\t\treturn resampleColumnWide\n", maxColumnTaps)
 	b.WriteString("\t}\n\treturn nil\n}\n\n")
 
 	for _, bpp := range []int{3, 4} {
-		for t := minTaps; t <= maxTaps; t++ {
+		for t := minTaps; t <= maxRowTaps; t++ {
 			row(&b, bpp, t)
 		}
+		for r := range rowChunk {
+			rowWide(&b, bpp, r)
+		}
 	}
-	for t := minTaps; t <= maxTaps; t++ {
+	for t := minTaps; t <= maxColumnTaps; t++ {
 		column(&b, t)
 	}
+	columnWide(&b)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		log.Fatal(err)
@@ -99,7 +141,7 @@ func row(b *bytes.Buffer, bpp, t int) {
 // w[k], rounded half up.
 func column(b *bytes.Buffer, t int) {
 	names, values := weights(t)
-	fmt.Fprintf(b, "func resampleColumn%d(dst, src []byte, stride int, w []int32) {\n", t)
+	fmt.Fprintf(b, "func resampleColumn%d(dst []byte, _ []int32, src []byte, stride int, w []int32) {\n", t)
 	fmt.Fprintf(b, "\tn := len(dst)\n")
 	var terms []string
 	for k := range t {
@@ -109,5 +151,84 @@ func column(b *bytes.Buffer, t int) {
 	fmt.Fprintf(b, "\t%s := %s\n", names, values)
 	fmt.Fprintf(b, "\tfor i := range dst {\n")
 	fmt.Fprintf(b, "\t\tdst[i] = uint8((weightHalf + %s) >> weightBits)\n", strings.Join(terms, " + "))
+	b.WriteString("\t}\n}\n\n")
+}
+
+// rowWide: row for any tap count t >= rowChunk with t mod rowChunk = rem.
+func rowWide(b *bytes.Buffer, bpp, rem int) {
+	fmt.Fprintf(b, "func resampleRow%dxWide%d(dst, src []byte, first, coeff []int32) {\n", bpp, rem)
+	fmt.Fprintf(b, "\ttaps := len(coeff) / len(first)\n")
+	fmt.Fprintf(b, "\tchunks := taps / %d\n", rowChunk)
+	fmt.Fprintf(b, "\tfor x, f := range first {\n")
+	fmt.Fprintf(b, "\t\tw := coeff[taps*x : taps*x+taps : taps*x+taps]\n")
+	fmt.Fprintf(b, "\t\ti := %d * int(f)\n", bpp)
+	fmt.Fprintf(b, "\t\ts := src[i : i+%d*taps : i+%d*taps]\n", bpp, bpp)
+	fmt.Fprintf(b, "\t\tr, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)\n")
+	fmt.Fprintf(b, "\t\tfor range chunks {\n")
+	fmt.Fprintf(b, "\t\t\tc, p := w[:%d:%d], s[:%d:%d]\n", rowChunk, rowChunk, bpp*rowChunk, bpp*rowChunk)
+	names, values := weights(rowChunk)
+	fmt.Fprintf(b, "\t\t\t%s := %s\n", names, strings.ReplaceAll(values, "w[", "c["))
+	for c, acc := range []string{"r", "g", "b"} {
+		var terms []string
+		for k := range rowChunk {
+			terms = append(terms, fmt.Sprintf("int32(p[%d])*w%d", bpp*k+c, k))
+		}
+		fmt.Fprintf(b, "\t\t\t%s += %s\n", acc, strings.Join(terms, " + "))
+	}
+	fmt.Fprintf(b, "\t\t\tw, s = w[%d:], s[%d:]\n", rowChunk, bpp*rowChunk)
+	fmt.Fprintf(b, "\t\t}\n")
+	if rem > 0 {
+		names, values := weights(rem)
+		fmt.Fprintf(b, "\t\tw, s = w[:%d:%d], s[:%d:%d]\n", rem, rem, bpp*rem, bpp*rem)
+		fmt.Fprintf(b, "\t\t%s := %s\n", names, values)
+	}
+	fmt.Fprintf(b, "\t\td := dst[3*x : 3*x+3 : 3*x+3]\n")
+	for c, acc := range []string{"r", "g", "b"} {
+		terms := []string{acc}
+		for k := range rem {
+			terms = append(terms, fmt.Sprintf("int32(s[%d])*w%d", bpp*k+c, k))
+		}
+		fmt.Fprintf(b, "\t\td[%d] = uint8((%s) >> weightBits)\n", c, strings.Join(terms, " + "))
+	}
+	b.WriteString("\t}\n}\n\n")
+}
+
+// columnWide: column for any tap count t > columnChunk, summing
+// columnChunk rows at a time into acc.
+func columnWide(b *bytes.Buffer) {
+	fmt.Fprintf(b, "func resampleColumnWide(dst []byte, acc []int32, src []byte, stride int, w []int32) {\n")
+	fmt.Fprintf(b, "\tn := len(dst)\n\tacc = acc[:n]\n")
+	rows := func(indent string, t int, base string) string {
+		var terms []string
+		for k := range t {
+			off := fmt.Sprintf("%s+%d*stride", base, k)
+			switch {
+			case base == "0":
+				off = fmt.Sprintf("%d*stride", k)
+			case k == 0:
+				off = base
+			}
+			fmt.Fprintf(b, "%sr%d := src[%s : %s+n]\n", indent, k, off, off)
+			terms = append(terms, fmt.Sprintf("int32(r%d[i])*w%d", k, k))
+		}
+		names, values := weights(t)
+		fmt.Fprintf(b, "%s%s := %s\n", indent, names, strings.ReplaceAll(values, "w[", "c["))
+		return strings.Join(terms, " + ")
+	}
+	fmt.Fprintf(b, "\t{\n\t\tc := w[:%d:%d]\n", columnChunk, columnChunk)
+	sum := rows("\t\t", columnChunk, "0")
+	fmt.Fprintf(b, "\t\tfor i := range acc {\n\t\t\tacc[i] = weightHalf + %s\n\t\t}\n\t}\n", sum)
+	fmt.Fprintf(b, "\tk := %d\n", columnChunk)
+	fmt.Fprintf(b, "\tfor ; len(w)-k > %d; k += %d {\n", columnChunk, columnChunk)
+	fmt.Fprintf(b, "\t\to := k * stride\n\t\tc := w[k : k+%d : k+%d]\n", columnChunk, columnChunk)
+	sum = rows("\t\t", columnChunk, "o")
+	fmt.Fprintf(b, "\t\tfor i := range acc {\n\t\t\tacc[i] += %s\n\t\t}\n\t}\n", sum)
+	fmt.Fprintf(b, "\to := k * stride\n")
+	fmt.Fprintf(b, "\tswitch len(w) - k {\n")
+	for t := 1; t <= columnChunk; t++ {
+		fmt.Fprintf(b, "\tcase %d:\n\t\tc := w[k : k+%d : k+%d]\n", t, t, t)
+		sum = rows("\t\t", t, "o")
+		fmt.Fprintf(b, "\t\tfor i, s := range acc {\n\t\t\tdst[i] = uint8((s + %s) >> weightBits)\n\t\t}\n", sum)
+	}
 	b.WriteString("\t}\n}\n\n")
 }

@@ -136,14 +136,22 @@ func (a *axisWeights) pad() {
 // first three R, G, B; a fourth, alpha or padding, is skipped) into dst,
 // dstSize packed RGB pixels.
 func (a *axisWeights) resampleRow(dst, src []byte, bpp int) {
-	taps := a.taps
 	dst = dst[:3*a.dstSize]
-	if k := rowKernel(bpp, taps); k != nil {
+	if k := rowKernel(bpp, a.taps); k != nil {
 		k(dst, src, a.first, a.padded)
 		return
 	}
-	for x, first := range a.first {
-		w := a.padded[x*taps : (x+1)*taps]
+	resampleRowGeneric(dst, src, bpp, a.first, a.padded)
+}
+
+// resampleRowGeneric is resampleRow for any pixel size and tap count
+// (len(coeff)/len(first)): what the kernels in resample_kernels.go compute,
+// and the reference their tests compare them with. In use it only runs the
+// cases without a kernel: one tap (a source one pixel wide).
+func resampleRowGeneric(dst, src []byte, bpp int, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	for x, first := range first {
+		w := coeff[x*taps : (x+1)*taps]
 		s := src[bpp*int(first) : bpp*(int(first)+taps)]
 		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
 		for k, c := range w {
@@ -162,9 +170,8 @@ func (a *axisWeights) resampleRow(dst, src []byte, bpp int) {
 
 // resampleColumn computes output row v of the vertical pass into dst (one
 // row of len(dst) bytes), reading rows first[v].. of src at the given
-// stride. acc is scratch of len(dst) for tap counts without an unrolled
-// kernel. The loops run along rows, not down columns, so memory is read
-// sequentially.
+// stride. acc is scratch of len(dst) for the kernels that need it. The
+// loops run along rows, not down columns, so memory is read sequentially.
 func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride, v int) {
 	src = src[int(a.first[v])*stride:]
 	w := a.padded[v*a.taps : (v+1)*a.taps]
@@ -173,9 +180,15 @@ func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride
 		return
 	}
 	if k := columnKernel(len(w)); k != nil {
-		k(dst, src, stride, w)
+		k(dst, acc, src, stride, w)
 		return
 	}
+	resampleColumnGeneric(dst, acc, src, stride, w)
+}
+
+// resampleColumnGeneric is resampleColumn's work for any tap count: the
+// reference for the kernels, as resampleRowGeneric is for rows.
+func resampleColumnGeneric(dst []byte, acc []int32, src []byte, stride int, w []int32) {
 	acc = acc[:len(dst)]
 	for i := range acc {
 		acc[i] = weightHalf
@@ -187,7 +200,7 @@ func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride
 		}
 	}
 	for i, s := range acc {
-		dst[i] = uint8(s >> weightBits) // in range, see resampleRow
+		dst[i] = uint8(s >> weightBits) // in range, see resampleRowGeneric
 	}
 }
 

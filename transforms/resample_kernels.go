@@ -2,8 +2,8 @@
 
 package transforms
 
-// rowKernel returns the unrolled horizontal kernel for bpp-byte pixels and
-// taps taps, or nil.
+// rowKernel returns the horizontal kernel for bpp-byte pixels and taps
+// taps, or nil.
 func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 	switch {
 	case bpp == 3 && taps == 2:
@@ -20,6 +20,38 @@ func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 		return resampleRow3x7
 	case bpp == 3 && taps == 8:
 		return resampleRow3x8
+	case bpp == 3 && taps == 9:
+		return resampleRow3x9
+	case bpp == 3 && taps == 10:
+		return resampleRow3x10
+	case bpp == 3 && taps == 11:
+		return resampleRow3x11
+	case bpp == 3 && taps == 12:
+		return resampleRow3x12
+	case bpp == 3 && taps == 13:
+		return resampleRow3x13
+	case bpp == 3 && taps == 14:
+		return resampleRow3x14
+	case bpp == 3 && taps == 15:
+		return resampleRow3x15
+	case bpp == 3 && taps == 16:
+		return resampleRow3x16
+	case bpp == 3 && taps == 17:
+		return resampleRow3x17
+	case bpp == 3 && taps == 18:
+		return resampleRow3x18
+	case bpp == 3 && taps == 19:
+		return resampleRow3x19
+	case bpp == 3 && taps == 20:
+		return resampleRow3x20
+	case bpp == 3 && taps == 21:
+		return resampleRow3x21
+	case bpp == 3 && taps == 22:
+		return resampleRow3x22
+	case bpp == 3 && taps == 23:
+		return resampleRow3x23
+	case bpp == 3 && taps == 24:
+		return resampleRow3x24
 	case bpp == 4 && taps == 2:
 		return resampleRow4x2
 	case bpp == 4 && taps == 3:
@@ -34,27 +66,86 @@ func rowKernel(bpp, taps int) func(dst, src []byte, first, coeff []int32) {
 		return resampleRow4x7
 	case bpp == 4 && taps == 8:
 		return resampleRow4x8
+	case bpp == 4 && taps == 9:
+		return resampleRow4x9
+	case bpp == 4 && taps == 10:
+		return resampleRow4x10
+	case bpp == 4 && taps == 11:
+		return resampleRow4x11
+	case bpp == 4 && taps == 12:
+		return resampleRow4x12
+	case bpp == 4 && taps == 13:
+		return resampleRow4x13
+	case bpp == 4 && taps == 14:
+		return resampleRow4x14
+	case bpp == 4 && taps == 15:
+		return resampleRow4x15
+	case bpp == 4 && taps == 16:
+		return resampleRow4x16
+	case bpp == 4 && taps == 17:
+		return resampleRow4x17
+	case bpp == 4 && taps == 18:
+		return resampleRow4x18
+	case bpp == 4 && taps == 19:
+		return resampleRow4x19
+	case bpp == 4 && taps == 20:
+		return resampleRow4x20
+	case bpp == 4 && taps == 21:
+		return resampleRow4x21
+	case bpp == 4 && taps == 22:
+		return resampleRow4x22
+	case bpp == 4 && taps == 23:
+		return resampleRow4x23
+	case bpp == 4 && taps == 24:
+		return resampleRow4x24
+	case bpp == 3 && taps > 24:
+		return resampleRow3xWide[taps%8]
+	case bpp == 4 && taps > 24:
+		return resampleRow4xWide[taps%8]
 	}
 	return nil
 }
 
-// columnKernel returns the unrolled vertical kernel for taps taps, or nil.
-func columnKernel(taps int) func(dst, src []byte, stride int, w []int32) {
-	switch taps {
-	case 2:
+// resampleRow3xWide holds the wide kernels by remainder, taps % 8.
+var resampleRow3xWide = [8]func(dst, src []byte, first, coeff []int32){
+	resampleRow3xWide0,
+	resampleRow3xWide1,
+	resampleRow3xWide2,
+	resampleRow3xWide3,
+	resampleRow3xWide4,
+	resampleRow3xWide5,
+	resampleRow3xWide6,
+	resampleRow3xWide7,
+}
+
+// resampleRow4xWide holds the wide kernels by remainder, taps % 8.
+var resampleRow4xWide = [8]func(dst, src []byte, first, coeff []int32){
+	resampleRow4xWide0,
+	resampleRow4xWide1,
+	resampleRow4xWide2,
+	resampleRow4xWide3,
+	resampleRow4xWide4,
+	resampleRow4xWide5,
+	resampleRow4xWide6,
+	resampleRow4xWide7,
+}
+
+// columnKernel returns the vertical kernel for taps taps, or nil. acc is
+// scratch of len(dst), used by the wide kernel.
+func columnKernel(taps int) func(dst []byte, acc []int32, src []byte, stride int, w []int32) {
+	switch {
+	case taps == 2:
 		return resampleColumn2
-	case 3:
+	case taps == 3:
 		return resampleColumn3
-	case 4:
+	case taps == 4:
 		return resampleColumn4
-	case 5:
+	case taps == 5:
 		return resampleColumn5
-	case 6:
+	case taps == 6:
 		return resampleColumn6
-	case 7:
-		return resampleColumn7
-	case 8:
-		return resampleColumn8
+	case taps > 6:
+		return resampleColumnWide
 	}
 	return nil
 }
@@ -150,6 +241,412 @@ func resampleRow3x8(dst, src []byte, first, coeff []int32) {
 	}
 }
 
+func resampleRow3x9(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[9*x : 9*x+9 : 9*x+9]
+		i := 3 * int(f)
+		s := src[i : i+27 : i+27]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8) >> weightBits)
+	}
+}
+
+func resampleRow3x10(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[10*x : 10*x+10 : 10*x+10]
+		i := 3 * int(f)
+		s := src[i : i+30 : i+30]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9) >> weightBits)
+	}
+}
+
+func resampleRow3x11(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[11*x : 11*x+11 : 11*x+11]
+		i := 3 * int(f)
+		s := src[i : i+33 : i+33]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10) >> weightBits)
+	}
+}
+
+func resampleRow3x12(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[12*x : 12*x+12 : 12*x+12]
+		i := 3 * int(f)
+		s := src[i : i+36 : i+36]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11) >> weightBits)
+	}
+}
+
+func resampleRow3x13(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[13*x : 13*x+13 : 13*x+13]
+		i := 3 * int(f)
+		s := src[i : i+39 : i+39]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12) >> weightBits)
+	}
+}
+
+func resampleRow3x14(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[14*x : 14*x+14 : 14*x+14]
+		i := 3 * int(f)
+		s := src[i : i+42 : i+42]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13) >> weightBits)
+	}
+}
+
+func resampleRow3x15(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[15*x : 15*x+15 : 15*x+15]
+		i := 3 * int(f)
+		s := src[i : i+45 : i+45]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14) >> weightBits)
+	}
+}
+
+func resampleRow3x16(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[16*x : 16*x+16 : 16*x+16]
+		i := 3 * int(f)
+		s := src[i : i+48 : i+48]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15) >> weightBits)
+	}
+}
+
+func resampleRow3x17(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[17*x : 17*x+17 : 17*x+17]
+		i := 3 * int(f)
+		s := src[i : i+51 : i+51]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16) >> weightBits)
+	}
+}
+
+func resampleRow3x18(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[18*x : 18*x+18 : 18*x+18]
+		i := 3 * int(f)
+		s := src[i : i+54 : i+54]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17) >> weightBits)
+	}
+}
+
+func resampleRow3x19(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[19*x : 19*x+19 : 19*x+19]
+		i := 3 * int(f)
+		s := src[i : i+57 : i+57]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18) >> weightBits)
+	}
+}
+
+func resampleRow3x20(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[20*x : 20*x+20 : 20*x+20]
+		i := 3 * int(f)
+		s := src[i : i+60 : i+60]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19) >> weightBits)
+	}
+}
+
+func resampleRow3x21(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[21*x : 21*x+21 : 21*x+21]
+		i := 3 * int(f)
+		s := src[i : i+63 : i+63]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20) >> weightBits)
+	}
+}
+
+func resampleRow3x22(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[22*x : 22*x+22 : 22*x+22]
+		i := 3 * int(f)
+		s := src[i : i+66 : i+66]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21) >> weightBits)
+	}
+}
+
+func resampleRow3x23(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[23*x : 23*x+23 : 23*x+23]
+		i := 3 * int(f)
+		s := src[i : i+69 : i+69]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21 + int32(s[66])*w22) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21 + int32(s[67])*w22) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21 + int32(s[68])*w22) >> weightBits)
+	}
+}
+
+func resampleRow3x24(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[24*x : 24*x+24 : 24*x+24]
+		i := 3 * int(f)
+		s := src[i : i+72 : i+72]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6 + int32(s[21])*w7 + int32(s[24])*w8 + int32(s[27])*w9 + int32(s[30])*w10 + int32(s[33])*w11 + int32(s[36])*w12 + int32(s[39])*w13 + int32(s[42])*w14 + int32(s[45])*w15 + int32(s[48])*w16 + int32(s[51])*w17 + int32(s[54])*w18 + int32(s[57])*w19 + int32(s[60])*w20 + int32(s[63])*w21 + int32(s[66])*w22 + int32(s[69])*w23) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6 + int32(s[22])*w7 + int32(s[25])*w8 + int32(s[28])*w9 + int32(s[31])*w10 + int32(s[34])*w11 + int32(s[37])*w12 + int32(s[40])*w13 + int32(s[43])*w14 + int32(s[46])*w15 + int32(s[49])*w16 + int32(s[52])*w17 + int32(s[55])*w18 + int32(s[58])*w19 + int32(s[61])*w20 + int32(s[64])*w21 + int32(s[67])*w22 + int32(s[70])*w23) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6 + int32(s[23])*w7 + int32(s[26])*w8 + int32(s[29])*w9 + int32(s[32])*w10 + int32(s[35])*w11 + int32(s[38])*w12 + int32(s[41])*w13 + int32(s[44])*w14 + int32(s[47])*w15 + int32(s[50])*w16 + int32(s[53])*w17 + int32(s[56])*w18 + int32(s[59])*w19 + int32(s[62])*w20 + int32(s[65])*w21 + int32(s[68])*w22 + int32(s[71])*w23) >> weightBits)
+	}
+}
+
+func resampleRow3xWide0(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r) >> weightBits)
+		d[1] = uint8((g) >> weightBits)
+		d[2] = uint8((b) >> weightBits)
+	}
+}
+
+func resampleRow3xWide1(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:1:1], s[:3:3]
+		w0 := w[0]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0) >> weightBits)
+	}
+}
+
+func resampleRow3xWide2(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:2:2], s[:6:6]
+		w0, w1 := w[0], w[1]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1) >> weightBits)
+	}
+}
+
+func resampleRow3xWide3(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:3:3], s[:9:9]
+		w0, w1, w2 := w[0], w[1], w[2]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2) >> weightBits)
+	}
+}
+
+func resampleRow3xWide4(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:4:4], s[:12:12]
+		w0, w1, w2, w3 := w[0], w[1], w[2], w[3]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3) >> weightBits)
+	}
+}
+
+func resampleRow3xWide5(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:5:5], s[:15:15]
+		w0, w1, w2, w3, w4 := w[0], w[1], w[2], w[3], w[4]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4) >> weightBits)
+	}
+}
+
+func resampleRow3xWide6(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:6:6], s[:18:18]
+		w0, w1, w2, w3, w4, w5 := w[0], w[1], w[2], w[3], w[4], w[5]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5) >> weightBits)
+	}
+}
+
+func resampleRow3xWide7(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 3 * int(f)
+		s := src[i : i+3*taps : i+3*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:24:24]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[3])*w1 + int32(p[6])*w2 + int32(p[9])*w3 + int32(p[12])*w4 + int32(p[15])*w5 + int32(p[18])*w6 + int32(p[21])*w7
+			g += int32(p[1])*w0 + int32(p[4])*w1 + int32(p[7])*w2 + int32(p[10])*w3 + int32(p[13])*w4 + int32(p[16])*w5 + int32(p[19])*w6 + int32(p[22])*w7
+			b += int32(p[2])*w0 + int32(p[5])*w1 + int32(p[8])*w2 + int32(p[11])*w3 + int32(p[14])*w4 + int32(p[17])*w5 + int32(p[20])*w6 + int32(p[23])*w7
+			w, s = w[8:], s[24:]
+		}
+		w, s = w[:7:7], s[:21:21]
+		w0, w1, w2, w3, w4, w5, w6 := w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4 + int32(s[15])*w5 + int32(s[18])*w6) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4 + int32(s[16])*w5 + int32(s[19])*w6) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4 + int32(s[17])*w5 + int32(s[20])*w6) >> weightBits)
+	}
+}
+
 func resampleRow4x2(dst, src []byte, first, coeff []int32) {
 	for x, f := range first {
 		w := coeff[2*x : 2*x+2 : 2*x+2]
@@ -241,7 +738,413 @@ func resampleRow4x8(dst, src []byte, first, coeff []int32) {
 	}
 }
 
-func resampleColumn2(dst, src []byte, stride int, w []int32) {
+func resampleRow4x9(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[9*x : 9*x+9 : 9*x+9]
+		i := 4 * int(f)
+		s := src[i : i+36 : i+36]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8) >> weightBits)
+	}
+}
+
+func resampleRow4x10(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[10*x : 10*x+10 : 10*x+10]
+		i := 4 * int(f)
+		s := src[i : i+40 : i+40]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9) >> weightBits)
+	}
+}
+
+func resampleRow4x11(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[11*x : 11*x+11 : 11*x+11]
+		i := 4 * int(f)
+		s := src[i : i+44 : i+44]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10) >> weightBits)
+	}
+}
+
+func resampleRow4x12(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[12*x : 12*x+12 : 12*x+12]
+		i := 4 * int(f)
+		s := src[i : i+48 : i+48]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11) >> weightBits)
+	}
+}
+
+func resampleRow4x13(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[13*x : 13*x+13 : 13*x+13]
+		i := 4 * int(f)
+		s := src[i : i+52 : i+52]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12) >> weightBits)
+	}
+}
+
+func resampleRow4x14(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[14*x : 14*x+14 : 14*x+14]
+		i := 4 * int(f)
+		s := src[i : i+56 : i+56]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13) >> weightBits)
+	}
+}
+
+func resampleRow4x15(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[15*x : 15*x+15 : 15*x+15]
+		i := 4 * int(f)
+		s := src[i : i+60 : i+60]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14) >> weightBits)
+	}
+}
+
+func resampleRow4x16(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[16*x : 16*x+16 : 16*x+16]
+		i := 4 * int(f)
+		s := src[i : i+64 : i+64]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15) >> weightBits)
+	}
+}
+
+func resampleRow4x17(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[17*x : 17*x+17 : 17*x+17]
+		i := 4 * int(f)
+		s := src[i : i+68 : i+68]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16) >> weightBits)
+	}
+}
+
+func resampleRow4x18(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[18*x : 18*x+18 : 18*x+18]
+		i := 4 * int(f)
+		s := src[i : i+72 : i+72]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17) >> weightBits)
+	}
+}
+
+func resampleRow4x19(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[19*x : 19*x+19 : 19*x+19]
+		i := 4 * int(f)
+		s := src[i : i+76 : i+76]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18) >> weightBits)
+	}
+}
+
+func resampleRow4x20(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[20*x : 20*x+20 : 20*x+20]
+		i := 4 * int(f)
+		s := src[i : i+80 : i+80]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19) >> weightBits)
+	}
+}
+
+func resampleRow4x21(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[21*x : 21*x+21 : 21*x+21]
+		i := 4 * int(f)
+		s := src[i : i+84 : i+84]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20) >> weightBits)
+	}
+}
+
+func resampleRow4x22(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[22*x : 22*x+22 : 22*x+22]
+		i := 4 * int(f)
+		s := src[i : i+88 : i+88]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21) >> weightBits)
+	}
+}
+
+func resampleRow4x23(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[23*x : 23*x+23 : 23*x+23]
+		i := 4 * int(f)
+		s := src[i : i+92 : i+92]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21 + int32(s[88])*w22) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21 + int32(s[89])*w22) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21 + int32(s[90])*w22) >> weightBits)
+	}
+}
+
+func resampleRow4x24(dst, src []byte, first, coeff []int32) {
+	for x, f := range first {
+		w := coeff[24*x : 24*x+24 : 24*x+24]
+		i := 4 * int(f)
+		s := src[i : i+96 : i+96]
+		w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((weightHalf + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6 + int32(s[28])*w7 + int32(s[32])*w8 + int32(s[36])*w9 + int32(s[40])*w10 + int32(s[44])*w11 + int32(s[48])*w12 + int32(s[52])*w13 + int32(s[56])*w14 + int32(s[60])*w15 + int32(s[64])*w16 + int32(s[68])*w17 + int32(s[72])*w18 + int32(s[76])*w19 + int32(s[80])*w20 + int32(s[84])*w21 + int32(s[88])*w22 + int32(s[92])*w23) >> weightBits)
+		d[1] = uint8((weightHalf + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6 + int32(s[29])*w7 + int32(s[33])*w8 + int32(s[37])*w9 + int32(s[41])*w10 + int32(s[45])*w11 + int32(s[49])*w12 + int32(s[53])*w13 + int32(s[57])*w14 + int32(s[61])*w15 + int32(s[65])*w16 + int32(s[69])*w17 + int32(s[73])*w18 + int32(s[77])*w19 + int32(s[81])*w20 + int32(s[85])*w21 + int32(s[89])*w22 + int32(s[93])*w23) >> weightBits)
+		d[2] = uint8((weightHalf + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6 + int32(s[30])*w7 + int32(s[34])*w8 + int32(s[38])*w9 + int32(s[42])*w10 + int32(s[46])*w11 + int32(s[50])*w12 + int32(s[54])*w13 + int32(s[58])*w14 + int32(s[62])*w15 + int32(s[66])*w16 + int32(s[70])*w17 + int32(s[74])*w18 + int32(s[78])*w19 + int32(s[82])*w20 + int32(s[86])*w21 + int32(s[90])*w22 + int32(s[94])*w23) >> weightBits)
+	}
+}
+
+func resampleRow4xWide0(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r) >> weightBits)
+		d[1] = uint8((g) >> weightBits)
+		d[2] = uint8((b) >> weightBits)
+	}
+}
+
+func resampleRow4xWide1(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:1:1], s[:4:4]
+		w0 := w[0]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0) >> weightBits)
+	}
+}
+
+func resampleRow4xWide2(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:2:2], s[:8:8]
+		w0, w1 := w[0], w[1]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1) >> weightBits)
+	}
+}
+
+func resampleRow4xWide3(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:3:3], s[:12:12]
+		w0, w1, w2 := w[0], w[1], w[2]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2) >> weightBits)
+	}
+}
+
+func resampleRow4xWide4(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:4:4], s[:16:16]
+		w0, w1, w2, w3 := w[0], w[1], w[2], w[3]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3) >> weightBits)
+	}
+}
+
+func resampleRow4xWide5(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:5:5], s[:20:20]
+		w0, w1, w2, w3, w4 := w[0], w[1], w[2], w[3], w[4]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4) >> weightBits)
+	}
+}
+
+func resampleRow4xWide6(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:6:6], s[:24:24]
+		w0, w1, w2, w3, w4, w5 := w[0], w[1], w[2], w[3], w[4], w[5]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5) >> weightBits)
+	}
+}
+
+func resampleRow4xWide7(dst, src []byte, first, coeff []int32) {
+	taps := len(coeff) / len(first)
+	chunks := taps / 8
+	for x, f := range first {
+		w := coeff[taps*x : taps*x+taps : taps*x+taps]
+		i := 4 * int(f)
+		s := src[i : i+4*taps : i+4*taps]
+		r, g, b := int32(weightHalf), int32(weightHalf), int32(weightHalf)
+		for range chunks {
+			c, p := w[:8:8], s[:32:32]
+			w0, w1, w2, w3, w4, w5, w6, w7 := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+			r += int32(p[0])*w0 + int32(p[4])*w1 + int32(p[8])*w2 + int32(p[12])*w3 + int32(p[16])*w4 + int32(p[20])*w5 + int32(p[24])*w6 + int32(p[28])*w7
+			g += int32(p[1])*w0 + int32(p[5])*w1 + int32(p[9])*w2 + int32(p[13])*w3 + int32(p[17])*w4 + int32(p[21])*w5 + int32(p[25])*w6 + int32(p[29])*w7
+			b += int32(p[2])*w0 + int32(p[6])*w1 + int32(p[10])*w2 + int32(p[14])*w3 + int32(p[18])*w4 + int32(p[22])*w5 + int32(p[26])*w6 + int32(p[30])*w7
+			w, s = w[8:], s[32:]
+		}
+		w, s = w[:7:7], s[:28:28]
+		w0, w1, w2, w3, w4, w5, w6 := w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = uint8((r + int32(s[0])*w0 + int32(s[4])*w1 + int32(s[8])*w2 + int32(s[12])*w3 + int32(s[16])*w4 + int32(s[20])*w5 + int32(s[24])*w6) >> weightBits)
+		d[1] = uint8((g + int32(s[1])*w0 + int32(s[5])*w1 + int32(s[9])*w2 + int32(s[13])*w3 + int32(s[17])*w4 + int32(s[21])*w5 + int32(s[25])*w6) >> weightBits)
+		d[2] = uint8((b + int32(s[2])*w0 + int32(s[6])*w1 + int32(s[10])*w2 + int32(s[14])*w3 + int32(s[18])*w4 + int32(s[22])*w5 + int32(s[26])*w6) >> weightBits)
+	}
+}
+
+func resampleColumn2(dst []byte, _ []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
 	r0 := src[0*stride : 0*stride+n]
 	r1 := src[1*stride : 1*stride+n]
@@ -251,7 +1154,7 @@ func resampleColumn2(dst, src []byte, stride int, w []int32) {
 	}
 }
 
-func resampleColumn3(dst, src []byte, stride int, w []int32) {
+func resampleColumn3(dst []byte, _ []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
 	r0 := src[0*stride : 0*stride+n]
 	r1 := src[1*stride : 1*stride+n]
@@ -262,7 +1165,7 @@ func resampleColumn3(dst, src []byte, stride int, w []int32) {
 	}
 }
 
-func resampleColumn4(dst, src []byte, stride int, w []int32) {
+func resampleColumn4(dst []byte, _ []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
 	r0 := src[0*stride : 0*stride+n]
 	r1 := src[1*stride : 1*stride+n]
@@ -274,7 +1177,7 @@ func resampleColumn4(dst, src []byte, stride int, w []int32) {
 	}
 }
 
-func resampleColumn5(dst, src []byte, stride int, w []int32) {
+func resampleColumn5(dst []byte, _ []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
 	r0 := src[0*stride : 0*stride+n]
 	r1 := src[1*stride : 1*stride+n]
@@ -287,7 +1190,7 @@ func resampleColumn5(dst, src []byte, stride int, w []int32) {
 	}
 }
 
-func resampleColumn6(dst, src []byte, stride int, w []int32) {
+func resampleColumn6(dst []byte, _ []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
 	r0 := src[0*stride : 0*stride+n]
 	r1 := src[1*stride : 1*stride+n]
@@ -301,33 +1204,68 @@ func resampleColumn6(dst, src []byte, stride int, w []int32) {
 	}
 }
 
-func resampleColumn7(dst, src []byte, stride int, w []int32) {
+func resampleColumnWide(dst []byte, acc []int32, src []byte, stride int, w []int32) {
 	n := len(dst)
-	r0 := src[0*stride : 0*stride+n]
-	r1 := src[1*stride : 1*stride+n]
-	r2 := src[2*stride : 2*stride+n]
-	r3 := src[3*stride : 3*stride+n]
-	r4 := src[4*stride : 4*stride+n]
-	r5 := src[5*stride : 5*stride+n]
-	r6 := src[6*stride : 6*stride+n]
-	w0, w1, w2, w3, w4, w5, w6 := w[0], w[1], w[2], w[3], w[4], w[5], w[6]
-	for i := range dst {
-		dst[i] = uint8((weightHalf + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3 + int32(r4[i])*w4 + int32(r5[i])*w5 + int32(r6[i])*w6) >> weightBits)
+	acc = acc[:n]
+	{
+		c := w[:4:4]
+		r0 := src[0*stride : 0*stride+n]
+		r1 := src[1*stride : 1*stride+n]
+		r2 := src[2*stride : 2*stride+n]
+		r3 := src[3*stride : 3*stride+n]
+		w0, w1, w2, w3 := c[0], c[1], c[2], c[3]
+		for i := range acc {
+			acc[i] = weightHalf + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3
+		}
 	}
-}
-
-func resampleColumn8(dst, src []byte, stride int, w []int32) {
-	n := len(dst)
-	r0 := src[0*stride : 0*stride+n]
-	r1 := src[1*stride : 1*stride+n]
-	r2 := src[2*stride : 2*stride+n]
-	r3 := src[3*stride : 3*stride+n]
-	r4 := src[4*stride : 4*stride+n]
-	r5 := src[5*stride : 5*stride+n]
-	r6 := src[6*stride : 6*stride+n]
-	r7 := src[7*stride : 7*stride+n]
-	w0, w1, w2, w3, w4, w5, w6, w7 := w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]
-	for i := range dst {
-		dst[i] = uint8((weightHalf + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3 + int32(r4[i])*w4 + int32(r5[i])*w5 + int32(r6[i])*w6 + int32(r7[i])*w7) >> weightBits)
+	k := 4
+	for ; len(w)-k > 4; k += 4 {
+		o := k * stride
+		c := w[k : k+4 : k+4]
+		r0 := src[o : o+n]
+		r1 := src[o+1*stride : o+1*stride+n]
+		r2 := src[o+2*stride : o+2*stride+n]
+		r3 := src[o+3*stride : o+3*stride+n]
+		w0, w1, w2, w3 := c[0], c[1], c[2], c[3]
+		for i := range acc {
+			acc[i] += int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3
+		}
+	}
+	o := k * stride
+	switch len(w) - k {
+	case 1:
+		c := w[k : k+1 : k+1]
+		r0 := src[o : o+n]
+		w0 := c[0]
+		for i, s := range acc {
+			dst[i] = uint8((s + int32(r0[i])*w0) >> weightBits)
+		}
+	case 2:
+		c := w[k : k+2 : k+2]
+		r0 := src[o : o+n]
+		r1 := src[o+1*stride : o+1*stride+n]
+		w0, w1 := c[0], c[1]
+		for i, s := range acc {
+			dst[i] = uint8((s + int32(r0[i])*w0 + int32(r1[i])*w1) >> weightBits)
+		}
+	case 3:
+		c := w[k : k+3 : k+3]
+		r0 := src[o : o+n]
+		r1 := src[o+1*stride : o+1*stride+n]
+		r2 := src[o+2*stride : o+2*stride+n]
+		w0, w1, w2 := c[0], c[1], c[2]
+		for i, s := range acc {
+			dst[i] = uint8((s + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2) >> weightBits)
+		}
+	case 4:
+		c := w[k : k+4 : k+4]
+		r0 := src[o : o+n]
+		r1 := src[o+1*stride : o+1*stride+n]
+		r2 := src[o+2*stride : o+2*stride+n]
+		r3 := src[o+3*stride : o+3*stride+n]
+		w0, w1, w2, w3 := c[0], c[1], c[2], c[3]
+		for i, s := range acc {
+			dst[i] = uint8((s + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3) >> weightBits)
+		}
 	}
 }
