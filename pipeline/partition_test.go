@@ -93,6 +93,9 @@ func sameVersion(t *testing.T, what string, want, got map[string][]byte) {
 // decode failures in several shards (one shard loses both its samples).
 func TestPartitionsGiveTheSingleMachineBytes(t *testing.T) {
 	cfg := testConfig(t, 2)
+	// The Zarr store too: its chunk files' checksums are in the manifest
+	// compared below, and its shards do not line up with short ones.
+	cfg.Zarr.Enabled = true
 	single, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t), Workers: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +105,15 @@ func TestPartitionsGiveTheSingleMachineBytes(t *testing.T) {
 	// both and has no file.
 	if m.Samples != 18 || len(m.Shards) != 11 || m.Summary.Total.ByReason["decode_error"] != 5 {
 		t.Fatalf("single machine: %d samples in %d shards, summary %+v", m.Samples, len(m.Shards), m.Summary.Total)
+	}
+	zarrFiles := 0
+	for name := range m.Files.Checksums {
+		if strings.HasPrefix(name, "warehouse.zarr/") {
+			zarrFiles++
+		}
+	}
+	if zarrFiles == 0 {
+		t.Fatal("no Zarr store in the manifest's checksums")
 	}
 	want := versionBytes(t, single.Dir)
 	if fileExists(stagingDir(cfg.OutputRoot, filepath.Base(single.Dir))) {
