@@ -90,3 +90,13 @@ func record(name string, n uint64) {
 	// Best effort: a campaign without the file prints "-".
 	_ = os.WriteFile(p, []byte(fmt.Sprintln(n)), 0o644)
 }
+
+// Call is Check for a decoder call with two results, so that a target
+// measures the decoder alone and not its own oracle:
+//
+//	m, err := fuzzmem.Call(t, bound, func() (*Meta, error) { return ParseMeta(data) })
+func Call[A, B any](t testing.TB, bound uint64, fn func() (A, B)) (a A, b B) {
+	t.Helper()
+	Check(t, bound, func() { a, b = fn() })
+	return a, b
+}
