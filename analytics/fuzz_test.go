@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/warehouse"
 )
 
@@ -18,7 +19,7 @@ func FuzzDecodeSampleLine(f *testing.F) {
 	f.Add([]byte(keptLine))
 	f.Add([]byte(skippedLine))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		s, err := decodeSampleLine(raw)
+		s, err := fuzzmem.Call(t, sampleLineAllocBound, func() (*sampleLine, error) { return decodeSampleLine(raw) })
 		if err != nil {
 			return
 		}
@@ -44,7 +45,7 @@ func FuzzDecodeSampleLine(f *testing.F) {
 func FuzzDecodeBuildReport(f *testing.F) {
 	f.Add([]byte(validReport))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		r, err := decodeBuildReport(raw)
+		r, err := fuzzmem.Call(t, buildReportAllocBound, func() (*buildReport, error) { return decodeBuildReport(raw) })
 		if err != nil {
 			return
 		}
@@ -69,7 +70,7 @@ func FuzzParseRecipe(f *testing.F) {
 	f.Add("dtype=\"f16\"\ntarget_size=\"384x384\"\n")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, raw string) {
-		entries, err := parseRecipe(raw)
+		entries, err := fuzzmem.Call(t, recipeAllocBound, func() (map[string]string, error) { return parseRecipe(raw) })
 		if err != nil {
 			return
 		}

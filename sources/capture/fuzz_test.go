@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/validate"
 )
 
@@ -15,7 +16,8 @@ import (
 func FuzzParseLabel(f *testing.F) {
 	f.Add([]byte(`{"frame_id": 3, "unix_time": 1700000000.123, "image": "images/a.png", "polyp_labels": [{"bbox_px": [1, 2, 3, 4], "bbox_norm": null}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := parseLabel(data, keys)
+		var l label
+		fuzzmem.Check(t, labelAllocBound, func() { l = parseLabel(data, keys) })
 		if l.rank == rankUnparseable && !l.badSchema {
 			t.Fatal("unparseable label without bad_schema")
 		}

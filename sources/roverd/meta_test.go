@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 func TestParseMeta(t *testing.T) {
@@ -186,7 +188,7 @@ func FuzzMeta(f *testing.F) {
 	f.Add([]byte(`{"a": {"format": "raw", "type": "V12", "shape": [2.5]}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseMeta(data)
+		m, err := fuzzmem.Call(t, metaAllocBound, func() (*Meta, error) { return ParseMeta(data) })
 		var obj map[string]map[string]any
 		jsonOK := json.Unmarshal(data, &obj) == nil && obj != nil
 		if err != nil {
@@ -233,7 +235,7 @@ func FuzzNPY(f *testing.F) {
 	}
 	f.Add([]byte("\x93NUMPY\x01\x00\x46\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }            \n\x00\x00\x00\x00\x00\x00\xf0\x3f"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := parseNPY(data)
+		a, err := fuzzmem.Call(t, npyAllocBound, func() (npyArray, error) { return parseNPY(data) })
 		if err != nil {
 			if !errors.Is(err, ErrNPY) {
 				t.Fatalf("error %v does not wrap ErrNPY", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 )
@@ -24,7 +25,8 @@ func FuzzLabel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := newParser(len(fuzzClasses), 0, 0)
 		text := string(data)
-		l := p.parse(text)
+		var l label
+		fuzzmem.Check(t, labelAllocBound, func() { l = p.parse(text) })
 
 		lines := 0
 		for _, line := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' }) {
@@ -103,7 +105,7 @@ func FuzzLabel(f *testing.F) {
 func FuzzDataYAML(f *testing.F) {
 	f.Add([]byte("path: .\ntrain: images/train\nval: images/val\nnames: [a, b]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := parseDataYAML(data)
+		d, err := fuzzmem.Call(t, dataYAMLAllocBound, func() (*dataYAML, error) { return parseDataYAML(data) })
 		if err != nil {
 			if d != nil {
 				t.Fatal("a result with an error")
