@@ -1,4 +1,4 @@
-package analytics
+package records
 
 import "warehouse-etl/internal/fuzzmem"
 
@@ -8,10 +8,10 @@ import "warehouse-etl/internal/fuzzmem"
 // measure's lag on small allocations (up to about half a MiB); the
 // worst seen per target is in docs/fuzzing.md.
 const (
-	// A line is at most maxSampleLineBytes (1 MiB); json.Unmarshal allocates a few times what it reads.
+	// A line is at most MaxSampleLineBytes (1 MiB); json.Unmarshal allocates a few times what it reads.
 	sampleLineAllocBound = 8 * fuzzmem.MiB
-	// A report is at most maxReportBytes (1 MiB).
+	// A report is at most MaxReportBytes (1 MiB).
 	buildReportAllocBound = 8 * fuzzmem.MiB
-	// A recipe is at most maxRecipeBytes (1 MiB).
+	// A recipe is at most MaxRecipeBytes (1 MiB).
 	recipeAllocBound = 8 * fuzzmem.MiB
 )
