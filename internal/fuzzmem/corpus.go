@@ -3,6 +3,7 @@ package fuzzmem
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,4 +40,26 @@ func ReadCorpusFile(t testing.TB, path string) [][]byte {
 		vals = append(vals, []byte(s))
 	}
 	return vals
+}
+
+// AddFiles adds every file matching the glob patterns (relative to the
+// package directory, as go test runs) to f's seeds, so that a target starts
+// from the real files of the repository's testdata. A pattern that matches
+// nothing fails the target: a seed that silently went missing would leave
+// the fuzzer without the structure it was meant to start from.
+func AddFiles(f *testing.F, patterns ...string) {
+	f.Helper()
+	for _, pat := range patterns {
+		paths, err := filepath.Glob(pat)
+		if err != nil || len(paths) == 0 {
+			f.Fatalf("seed pattern %s matches no file (%v)", pat, err)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
 }

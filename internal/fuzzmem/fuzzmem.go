@@ -18,6 +18,10 @@
 // (bench/fuzz.sh sets it), each worker process writes the most bytes one
 // input allocated to $FUZZMEM_DIR/<Target>.<pid> whenever that maximum
 // grows, and the campaign prints the worst over all workers.
+//
+// The package also holds the two seed helpers every target shares: AddFiles
+// seeds a target with real files from testdata, ReadCorpusFile reads a
+// checked-in seed back.
 package fuzzmem
 
 import (

@@ -14,6 +14,7 @@ import (
 // returns is consistent, and compares frame_id and unix_time with
 // encoding/json and strconv decoding the same fields.
 func FuzzParseLabel(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/capture/run_*/labels/frame_0000[0-3].json")
 	f.Add([]byte(`{"frame_id": 3, "unix_time": 1700000000.123, "image": "images/a.png", "polyp_labels": [{"bbox_px": [1, 2, 3, 4], "bbox_norm": null}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var l label

@@ -23,6 +23,7 @@ import (
 // must be consistent (dense seq, normalized reasons, boxes inside the
 // image and of a listed class).
 func FuzzAnnotations(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/coco/annotations/*.json")
 	root := f.TempDir()
 	writeTree(f, root, map[string][]byte{
 		"a.png":     encoded(f, "png", 96, 64),

@@ -183,6 +183,7 @@ func TestParseNPYHeader(t *testing.T) {
 // FuzzMeta checks that ParseMeta never panics, agrees with encoding/json on
 // what is a JSON object, and returns only channels it validated.
 func FuzzMeta(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/roverd/*/*/meta.json")
 	f.Add([]byte(`{"ts": {"format": "raw", "type": "f8", "shape": [], "desc": "t"}, "video.avi": {"format": "mjpg", "type": "u1", "shape": [1080, 1920, 3]}}`))
 	f.Add([]byte(`{"acc": {"format": "lzmaf", "type": "<f4", "shape": [3], "args": {"x": [1, {"y": null}]}}}`))
 	f.Add([]byte(`{"a": {"format": "raw", "type": "V12", "shape": [2.5]}}`))
