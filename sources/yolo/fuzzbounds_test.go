@@ -10,6 +10,7 @@ import "warehouse-etl/internal/fuzzmem"
 const (
 	// A label file's boxes.
 	labelAllocBound = 4 * fuzzmem.MiB
-	// One small YAML document.
-	dataYAMLAllocBound = 4 * fuzzmem.MiB
+	// Up to maxClasses (65536) class names, generated or read (a ten-byte
+	// "nc: 65536" takes about 4 MiB in the campaign), and the YAML node tree.
+	dataYAMLAllocBound = 8 * fuzzmem.MiB
 )
