@@ -112,6 +112,7 @@ func FuzzApply(f *testing.F) {
 	for _, data := range hugeHeaders() {
 		f.Add(data)
 	}
+	f.Add(claimedSizeBMP())
 	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, Pad: 7, DType: F16}
 	shared := mustTransformer(f, spec)
 	shared.maxPixels = fuzzMaxPixels
@@ -213,4 +214,40 @@ func TestPNGClaimedSize(t *testing.T) {
 	if _, err := tr.Apply(valid, out); err != nil {
 		t.Errorf("valid PNG: %v", err)
 	}
+}
+
+// TestBMPClaimedSize: a BMP header declaring more rows than the file holds
+// is refused before golang.org/x/image/bmp allocates the image (a 54-byte
+// file declaring 8000x8000 at 24 bits made Apply allocate 244 MiB). Found
+// by measuring Apply at the default pixel limit, which FuzzApply lowers to
+// fuzzMaxPixels; it is also a FuzzApply seed.
+func TestBMPClaimedSize(t *testing.T) {
+	data := claimedSizeBMP()
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	out := make([]byte, tr.spec.OutputBytes())
+	var err error
+	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
+		t.Errorf("Apply allocated %d bytes", n)
+	}
+	if !errors.Is(err, ErrDecode) {
+		t.Errorf("Apply: %v, want ErrDecode", err)
+	}
+	valid := encodeBMP(t, rgbToRGBA(gradientNoiseRGB(12, 9, 21, 30), 12, 9))
+	if !bmpDataCanHold(valid) {
+		t.Error("bmpDataCanHold refuses a valid BMP")
+	}
+	if _, err := tr.Apply(valid, out); err != nil {
+		t.Errorf("valid BMP: %v", err)
+	}
+}
+
+// claimedSizeBMP is a BITMAPINFOHEADER for 8000x8000 at 24 bits and no rows.
+func claimedSizeBMP() []byte {
+	b := []byte("BM")
+	for _, v := range []uint32{0, 0, 54, 40, 8000, 8000} {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint16(b, 24)
+	return append(b, make([]byte, 24)...)
 }
