@@ -42,7 +42,13 @@ start=$(date +%s)
 printf '%-48s %10s %8s %12s %8s %s\n' target execs/s new worst-alloc build+run outcome
 for pkg in $(go list "${pkgs[@]}"); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
-  targets=$(cd "$dir" && go test -list '^Fuzz' . 2>/dev/null | grep '^Fuzz' || true)
+  # A package whose tests no longer compile fails here, not silently.
+  if ! listed=$(cd "$dir" && go test -list '^Fuzz' . 2>&1); then
+    printf '%-48s %10s %8s %12s %8s %s\n' "${pkg#warehouse-etl/}" - - - - "FAIL (go test -list: $(grep -m1 -v '^#' <<<"$listed" | cut -c1-100))"
+    failed=1
+    continue
+  fi
+  targets=$(grep '^Fuzz' <<<"$listed" || true)
   for t in $targets; do
     name="${pkg#warehouse-etl/}.$t"
     out="$log/${name//\//_}.log"
