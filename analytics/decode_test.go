@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"warehouse-etl/analytics/records"
 )
 
 const (
@@ -15,21 +17,21 @@ const (
 )
 
 func TestDecodeSampleLine(t *testing.T) {
-	got, err := decodeSampleLine([]byte(keptLine))
+	got, err := records.DecodeSampleLine([]byte(keptLine))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &sampleLine{
+	want := &records.SampleLine{
 		Seq: 0, Source: "run_2", SourceIndex: 0, Frame: 7, UnixTimeNs: 1700000002000000000, SimTime: 0.5,
 		LabelPath: "run_2/labels/frame_00007.json", ImagePath: "run_2/images/frame_00007.jpg", Width: 200, Height: 150,
 		Kept: true, Reasons: []string{"boxes_truncated"}, Index: 0, Shard: "shard-00000", ShardIndex: 0, BoxCount: 2,
 		ClassIndex: []int64{1, 0},
-		Letterbox:  &letterbox{ScaleX: 1.92, ScaleY: 1.92, ResizedWidth: 384, ResizedHeight: 288, PadX: 0, PadY: 48},
+		Letterbox:  &records.Letterbox{ScaleX: 1.92, ScaleY: 1.92, ResizedWidth: 384, ResizedHeight: 288, PadX: 0, PadY: 48},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("kept line decoded as\n%+v\nwant\n%+v", got, want)
 	}
-	got, err = decodeSampleLine([]byte(skippedLine))
+	got, err = records.DecodeSampleLine([]byte(skippedLine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestDecodeSampleLine(t *testing.T) {
 		t.Fatalf("skipped line decoded as %+v", got)
 	}
 	// A line written before reasons became [] for clean samples: null.
-	got, err = decodeSampleLine([]byte(strings.Replace(skippedLine, `["missing_image"]`, `null`, 1)))
+	got, err = records.DecodeSampleLine([]byte(strings.Replace(skippedLine, `["missing_image"]`, `null`, 1)))
 	if err != nil || got.Reasons == nil || len(got.Reasons) != 0 {
 		t.Fatalf("null reasons: %+v, %v", got, err)
 	}
@@ -50,7 +52,7 @@ func TestDecodeSampleLineErrors(t *testing.T) {
 		{"not json", `seq=1`, "invalid character 's' looking for beginning of value"},
 		{"cut", keptLine[:40], "unexpected end of JSON input"},
 		{"trailing", keptLine + ` {}`, "invalid character '{' after top-level value"},
-		{"wrong type", strings.Replace(keptLine, `"seq":0`, `"seq":"0"`, 1), "json: cannot unmarshal string into Go struct field sampleLine.seq of type int64"},
+		{"wrong type", strings.Replace(keptLine, `"seq":0`, `"seq":"0"`, 1), "json: cannot unmarshal string into Go struct field SampleLine.seq of type int64"},
 		{"negative seq", strings.Replace(keptLine, `"seq":0`, `"seq":-4`, 1), "seq -4"},
 		{"huge frame", strings.Replace(keptLine, `"frame":7`, `"frame":18446744073709551615`, 1), "frame 18446744073709551615 does not fit int64"},
 		{"negative source", strings.Replace(keptLine, `"source_index":0`, `"source_index":-1`, 1), "source_index -1"},
@@ -64,14 +66,14 @@ func TestDecodeSampleLineErrors(t *testing.T) {
 		{"skipped with boxes", strings.Replace(skippedLine, `"box_count":0}`, `"box_count":1,"class_index":[0]}`, 1), "skipped sample with a shard position, boxes or letterbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeSampleLine([]byte(tc.line))
+			_, err := records.DecodeSampleLine([]byte(tc.line))
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
 	}
-	long := make([]byte, maxSampleLineBytes+1)
-	if _, err := decodeSampleLine(long); err == nil || err.Error() != "line is 1048577 bytes, more than 1048576" {
+	long := make([]byte, records.MaxSampleLineBytes+1)
+	if _, err := records.DecodeSampleLine(long); err == nil || err.Error() != "line is 1048577 bytes, more than 1048576" {
 		t.Fatalf("oversized line: %v", err)
 	}
 }
@@ -93,7 +95,7 @@ func TestSampleReaderErrors(t *testing.T) {
 			"analytics: input corrupt: samples.jsonl line 2: kept sample has index 5, want 1", 1},
 		{"truncated", keptLine + "\n" + second[:30], "analytics: input corrupt: samples.jsonl line 2: no final newline (truncated file?)", 1},
 		{"bad line", keptLine + "\n{\n", "analytics: input corrupt: samples.jsonl line 2: unexpected end of JSON input", 1},
-		{"too long", strings.Repeat(" ", maxSampleLineBytes+10) + "\n", "analytics: input corrupt: samples.jsonl line 1: longer than 1048576 bytes", 0},
+		{"too long", strings.Repeat(" ", records.MaxSampleLineBytes+10) + "\n", "analytics: input corrupt: samples.jsonl line 1: longer than 1048576 bytes", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sr := newSampleReader("samples.jsonl", strings.NewReader(tc.input))
@@ -124,14 +126,14 @@ const validReport = `{"version":"ab","code_version":"warehouse-etl/1","host":"h"
 	`"phases_seconds":{"scan":0.1,"validate":0.05,"read":0.2,"decode":0.15,"resize":0.1,"normalize":0.05,"write":0.4,"publish":0.5,"total":1.55}}`
 
 func TestDecodeBuildReport(t *testing.T) {
-	r, err := decodeBuildReport([]byte(validReport))
+	r, err := records.DecodeBuildReport([]byte(validReport))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	var secs []float64
 	var clocks []string
-	for _, p := range r.phases(false) {
+	for _, p := range reportPhases(r, false) {
 		names, secs, clocks = append(names, p.name), append(secs, p.seconds), append(clocks, p.clock)
 	}
 	if strings.Join(names, ",") != "scan,validate,read,decode,resize,normalize,write,publish,total" ||
@@ -139,24 +141,24 @@ func TestDecodeBuildReport(t *testing.T) {
 		strings.Join(clocks, ",") != "wall,wall,worker_sum,worker_sum,worker_sum,worker_sum,wall,wall,wall" {
 		t.Fatalf("phases %v %v %v", names, secs, clocks)
 	}
-	if n := len(r.phases(true)); n != 7 {
+	if n := len(reportPhases(r, true)); n != 7 {
 		t.Fatalf("before publish: %d phases, want 7 (no publish, no total)", n)
 	}
 	for _, tc := range []struct{ name, raw, want string }{
-		{"not json", `[]`, "json: cannot unmarshal array into Go value of type analytics.buildReport"},
+		{"not json", `[]`, "json: cannot unmarshal array into Go value of type records.BuildReport"},
 		{"trailing", validReport + `x`, "trailing data after the JSON object"},
 		{"negative count", strings.Replace(validReport, `"shards":1`, `"shards":-1`, 1), "shards is -1"},
 		{"negative phase", strings.Replace(validReport, `"scan":0.1`, `"scan":-0.1`, 1), "a rate or phase time is -0.1"},
-		{"oversized", validReport + strings.Repeat(" ", maxReportBytes), fmt.Sprintf("%d bytes, more than 1048576", len(validReport)+1<<20)},
+		{"oversized", validReport + strings.Repeat(" ", records.MaxReportBytes), fmt.Sprintf("%d bytes, more than 1048576", len(validReport)+1<<20)},
 	} {
-		if _, err := decodeBuildReport([]byte(tc.raw)); err == nil || err.Error() != tc.want {
+		if _, err := records.DecodeBuildReport([]byte(tc.raw)); err == nil || err.Error() != tc.want {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
 
 func TestParseRecipe(t *testing.T) {
-	got, err := parseRecipe("dtype=\"f16\"\nsource.label_keys=\"polyp_labels,labels\"\ntarget_size=\"384x384\"\nweird=\"a\\\"b\\nc\"\n")
+	got, err := records.ParseRecipe("dtype=\"f16\"\nsource.label_keys=\"polyp_labels,labels\"\ntarget_size=\"384x384\"\nweird=\"a\\\"b\\nc\"\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestParseRecipe(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v", got)
 	}
-	if got, err := parseRecipe(""); err != nil || len(got) != 0 {
+	if got, err := records.ParseRecipe(""); err != nil || len(got) != 0 {
 		t.Fatalf("empty recipe: %v %v", got, err)
 	}
 	for _, tc := range []struct{ raw, want string }{
@@ -176,7 +178,7 @@ func TestParseRecipe(t *testing.T) {
 		{"a=\"1\nb=\"2\"\n", "line 1 (a): value is not a quoted string"},
 		{"a=\"1\"\na=\"2\"\n", "line 2: key a repeated"},
 	} {
-		if _, err := parseRecipe(tc.raw); err == nil || err.Error() != tc.want {
+		if _, err := records.ParseRecipe(tc.raw); err == nil || err.Error() != tc.want {
 			t.Errorf("%q: error %v, want %q", tc.raw, err, tc.want)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -309,7 +309,7 @@ func (d *Diff) compareImages(a, b warehouse.ImageStats) {
 func configChanges(a, b *warehouse.Manifest) ([]ConfigChange, error) {
 	var flat [2]map[string]string
 	for i, m := range []*warehouse.Manifest{a, b} {
-		recipe, err := parseRecipe(m.VersionRecipe)
+		recipe, err := records.ParseRecipe(m.VersionRecipe)
 		if err != nil {
 			return nil, corruptf("version %.16s: version_recipe: %v", m.Version, err)
 		}
@@ -348,40 +348,6 @@ func configChanges(a, b *warehouse.Manifest) ([]ConfigChange, error) {
 			c.B = &vb
 		}
 		out = append(out, c)
-	}
-	return out, nil
-}
-
-// maxRecipeBytes bounds a version recipe before it is parsed; real ones are
-// a few kilobytes.
-const maxRecipeBytes = 1 << 20
-
-// parseRecipe decodes a version_recipe: one `key="go-quoted value"` line
-// per key, each ending in a newline (warehouse.Recipe.Encode).
-func parseRecipe(s string) (map[string]string, error) {
-	if len(s) > maxRecipeBytes {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(s), maxRecipeBytes)
-	}
-	out := map[string]string{}
-	if s == "" {
-		return out, nil
-	}
-	if !strings.HasSuffix(s, "\n") {
-		return nil, fmt.Errorf("no final newline")
-	}
-	for i, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
-		key, quoted, ok := strings.Cut(line, "=")
-		if !ok || key == "" {
-			return nil, fmt.Errorf("line %d: no key=value", i+1)
-		}
-		value, err := strconv.Unquote(quoted)
-		if err != nil || !strings.HasPrefix(quoted, `"`) {
-			return nil, fmt.Errorf("line %d (%s): value is not a quoted string", i+1, key)
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("line %d: key %s repeated", i+1, key)
-		}
-		out[key] = value
 	}
 	return out, nil
 }

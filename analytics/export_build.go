@@ -1,99 +1,32 @@
 package analytics
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/warehouse"
 )
 
-// maxReportBytes bounds build_report.json before it is read: it is a
-// few dozen fields.
-const maxReportBytes = 1 << 20
-
-// buildReport is build_report.json as docs/format/manifest.md defines it
-// (written by pipeline.Report).
-type buildReport struct {
-	Version          string  `json:"version"`
-	CodeVersion      string  `json:"code_version"`
-	Host             string  `json:"host"`
-	GOOS             string  `json:"goos"`
-	GOARCH           string  `json:"goarch"`
-	Workers          int64   `json:"workers"`
-	StartedAtMs      int64   `json:"started_at_ms"`
-	InputSamples     int64   `json:"input_samples"`
-	Samples          int64   `json:"samples"`
-	Skipped          int64   `json:"skipped"`
-	Shards           int64   `json:"shards"`
-	BytesWritten     int64   `json:"bytes_written"`
-	SamplesPerSecond float64 `json:"samples_per_second"`
-	MBPerSecond      float64 `json:"mb_per_second"`
-	Phases           struct {
-		Scan      float64 `json:"scan"`
-		Validate  float64 `json:"validate"`
-		Read      float64 `json:"read"`
-		Decode    float64 `json:"decode"`
-		Resize    float64 `json:"resize"`
-		Normalize float64 `json:"normalize"`
-		Write     float64 `json:"write"`
-		Publish   float64 `json:"publish"`
-		Total     float64 `json:"total"`
-	} `json:"phases_seconds"`
-}
-
-// decodeBuildReport decodes and range-checks report bytes.
-func decodeBuildReport(raw []byte) (*buildReport, error) {
-	if len(raw) > maxReportBytes {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(raw), maxReportBytes)
-	}
-	var r buildReport
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&r); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
-	}
-	for name, v := range map[string]int64{
-		"workers": r.Workers, "input_samples": r.InputSamples, "samples": r.Samples,
-		"skipped": r.Skipped, "shards": r.Shards, "bytes_written": r.BytesWritten,
-	} {
-		if v < 0 {
-			return nil, fmt.Errorf("%s is %d", name, v)
-		}
-	}
-	p := r.Phases
-	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("a rate or phase time is %v", v)
-		}
-	}
-	return &r, nil
-}
-
 // readBuildReport reads the version's build report and checks it belongs
 // to manifest m.
-func readBuildReport(dir string, m *warehouse.Manifest) (*buildReport, error) {
+func readBuildReport(dir string, m *warehouse.Manifest) (*records.BuildReport, error) {
 	name := filepath.Join(dir, filepath.FromSlash(m.Files.BuildReport))
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(f, records.MaxReportBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	r, err := decodeBuildReport(raw)
+	r, err := records.DecodeBuildReport(raw)
 	if err != nil {
 		return nil, corruptf("%s: %v", name, err)
 	}
@@ -136,10 +69,10 @@ type phase struct {
 	clock   string
 }
 
-// phases lists the report's phases in pipeline order. Before publish the
+// reportPhases lists the report's phases in pipeline order. Before publish the
 // publish and total times do not exist yet and are left out rather than
 // written as zeros.
-func (r *buildReport) phases(beforePublish bool) []phase {
+func reportPhases(r *records.BuildReport, beforePublish bool) []phase {
 	p := r.Phases
 	out := []phase{
 		{"scan", p.Scan, ClockWall},
@@ -157,7 +90,7 @@ func (r *buildReport) phases(beforePublish bool) []phase {
 }
 
 // writeBuild writes build.parquet: one row for the build.
-func writeBuild(dir string, m *warehouse.Manifest, r *buildReport, beforePublish bool) (_ *parquetFile, err error) {
+func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport, beforePublish bool) (_ *parquetFile, err error) {
 	out, err := createParquet(dir, warehouse.BuildParquetName, buildSchema)
 	if err != nil {
 		return nil, err
@@ -182,7 +115,7 @@ func writeBuild(dir string, m *warehouse.Manifest, r *buildReport, beforePublish
 	phases := rb.Field(16).(*array.ListBuilder)
 	ph := phases.ValueBuilder().(*array.StructBuilder)
 	phases.Append(true)
-	for _, p := range r.phases(beforePublish) {
+	for _, p := range reportPhases(r, beforePublish) {
 		ph.Append(true)
 		ph.FieldBuilder(0).(*array.StringBuilder).Append(p.name)
 		ph.FieldBuilder(1).(*array.Float64Builder).Append(p.seconds)

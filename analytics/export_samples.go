@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/warehouse"
 )
 
@@ -138,11 +139,11 @@ func writeSamples(ctx context.Context, dir string, m *warehouse.Manifest) (_ *pa
 	defer abortOnError(out, &err)
 	sr := newSampleReader(jsonlName, f)
 	g, gctx := errgroup.WithContext(ctx)
-	chunks := make(chan []*sampleLine, decodedChunks)
+	chunks := make(chan []*records.SampleLine, decodedChunks)
 	g.Go(func() error {
 		defer close(chunks)
 		for eof := false; !eof; {
-			chunk := make([]*sampleLine, 0, decodedChunkLines)
+			chunk := make([]*records.SampleLine, 0, decodedChunkLines)
 			for len(chunk) < decodedChunkLines {
 				s, err := sr.next()
 				if errors.Is(err, io.EOF) {
@@ -195,7 +196,7 @@ func writeSamples(ctx context.Context, dir string, m *warehouse.Manifest) (_ *pa
 
 // shardBoxes reads a kept sample's boxes from its shard and checks that the
 // shard agrees with samples.jsonl about which sample it is.
-func shardBoxes(c *shardCursor, s *sampleLine, classNames map[int64]string) (*keptBoxes, error) {
+func shardBoxes(c *shardCursor, s *records.SampleLine, classNames map[int64]string) (*keptBoxes, error) {
 	r, entry, i, err := c.at(s.Index)
 	if err != nil {
 		return nil, err
@@ -248,12 +249,12 @@ func classNameTable(m *warehouse.Manifest) map[int64]string {
 }
 
 // appendSample appends one row. kb is nil for a skipped sample.
-func (b *samplesBuilders) appendSample(version string, s *sampleLine, kb *keptBoxes) {
+func (b *samplesBuilders) appendSample(version string, s *records.SampleLine, kb *keptBoxes) {
 	b.version.Append(version)
 	b.seq.Append(s.Seq)
 	b.source.Append(s.Source)
 	b.sourceIndex.Append(s.SourceIndex)
-	b.frame.Append(int64(s.Frame)) // range checked by decodeSampleLine
+	b.frame.Append(int64(s.Frame)) // range checked by records.DecodeSampleLine
 	b.unixTimeNs.Append(s.UnixTimeNs)
 	b.simTime.Append(s.SimTime)
 	b.labelPath.Append(s.LabelPath)

@@ -3,19 +3,21 @@ package analytics
 import (
 	"reflect"
 	"strings"
+
+	"warehouse-etl/analytics/records"
 )
 
 // JSON keys the decoders read, for the external tests that compare them
 // with what the pipeline writes.
 var (
-	SampleLineKeys  = jsonKeys(reflect.TypeFor[sampleLine]())
-	LetterboxKeys   = jsonKeys(reflect.TypeFor[letterbox]())
-	BuildReportKeys = jsonKeys(reflect.TypeFor[buildReport]())
+	SampleLineKeys  = jsonKeys(reflect.TypeFor[records.SampleLine]())
+	LetterboxKeys   = jsonKeys(reflect.TypeFor[records.Letterbox]())
+	BuildReportKeys = jsonKeys(reflect.TypeFor[records.BuildReport]())
 	PhaseKeys       = jsonKeys(phasesType())
 )
 
 func phasesType() reflect.Type {
-	f, _ := reflect.TypeFor[buildReport]().FieldByName("Phases")
+	f, _ := reflect.TypeFor[records.BuildReport]().FieldByName("Phases")
 	return f.Type
 }
 

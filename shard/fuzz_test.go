@@ -3,6 +3,8 @@ package shard
 import (
 	"errors"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse. It must never panic; a rejected
@@ -15,7 +17,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(nil))
 	f.Add([]byte(Magic))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Parse(b)
+		r, err := fuzzmem.Call(t, parseAllocBound, func() (*Reader, error) { return Parse(b) })
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Parse error %v does not wrap ErrCorrupt", err)

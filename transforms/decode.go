@@ -62,7 +62,7 @@ var imageFormats = [...]imageFormat{
 	{"png", "\x89PNG\r\n\x1a\n", png.Decode, png.DecodeConfig, (*Transformer).decodePNG, pngQuickSize},
 	{"jpeg", "\xff\xd8", jpeg.Decode, jpeg.DecodeConfig, (*Transformer).decodeJPEG, jpegQuickSize},
 	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig, (*Transformer).decodeStd, nil},
-	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig, (*Transformer).decodeBMP, nil},
 	{"tiff", "II*\x00", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},
 	{"tiff", "MM\x00*", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},
 	{"webp", "RIFF????WEBPVP8", webp.Decode, webp.DecodeConfig, (*Transformer).decodeStd, nil},

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 const (
@@ -110,12 +112,13 @@ func FuzzApply(f *testing.F) {
 	for _, data := range hugeHeaders() {
 		f.Add(data)
 	}
+	f.Add(claimedSizeBMP())
 	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, Pad: 7, DType: F16}
 	shared := mustTransformer(f, spec)
 	shared.maxPixels = fuzzMaxPixels
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out := make([]byte, spec.OutputBytes())
-		g, err := shared.Apply(data, out)
+		g, err := fuzzmem.Call(t, applyAllocBound, func() (Geometry, error) { return shared.Apply(data, out) })
 		if err != nil {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error does not wrap ErrDecode: %v", err)
@@ -151,7 +154,10 @@ func FuzzDecodeConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		w, h, format, err := DecodeConfig(data)
+		var w, h int
+		var format string
+		var err error
+		fuzzmem.Check(t, decodeConfigAllocBound, func() { w, h, format, err = DecodeConfig(data) })
 		if err != nil {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error does not wrap ErrDecode: %v", err)
@@ -176,4 +182,72 @@ func FuzzDecodeConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPNGClaimedSize: a PNG whose IHDR declares far more pixels than its
+// image data can inflate to is refused before either PNG decoder allocates
+// the image. FuzzPNG found it (testdata/fuzz/FuzzPNG/regress-claimed-size):
+// 368 bytes declaring 12336x3376 RGB made the fast decoder allocate 119 MiB,
+// and Apply, whose pixel limit allows 64 megapixels, would have allocated
+// the image in the fast decoder and again in image/png.
+func TestPNGClaimedSize(t *testing.T) {
+	vals := fuzzmem.ReadCorpusFile(t, filepath.Join("testdata", "fuzz", "FuzzPNG", "regress-claimed-size"))
+	data := fixCRCs(vals[0])
+	var d pngDecoder
+	if n := fuzzmem.Measure(func() { _, err := d.decode(data); _ = err }); n > fuzzmem.MiB {
+		t.Errorf("pngDecoder.decode allocated %d bytes", n)
+	}
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	out := make([]byte, tr.spec.OutputBytes())
+	var err error
+	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
+		t.Errorf("Apply allocated %d bytes", n)
+	}
+	if !errors.Is(err, ErrDecode) {
+		t.Errorf("Apply: %v, want ErrDecode", err)
+	}
+	// A valid PNG still decodes on both paths.
+	valid := encodePNG(t, withAlpha(gradientNoiseRGB(12, 9, 21, 30), 12, 9))
+	if !pngDataCanHold(valid) {
+		t.Error("pngDataCanHold refuses a valid PNG")
+	}
+	if _, err := tr.Apply(valid, out); err != nil {
+		t.Errorf("valid PNG: %v", err)
+	}
+}
+
+// TestBMPClaimedSize: a BMP header declaring more rows than the file holds
+// is refused before golang.org/x/image/bmp allocates the image (a 54-byte
+// file declaring 8000x8000 at 24 bits made Apply allocate 244 MiB). Found
+// by measuring Apply at the default pixel limit, which FuzzApply lowers to
+// fuzzMaxPixels; it is also a FuzzApply seed.
+func TestBMPClaimedSize(t *testing.T) {
+	data := claimedSizeBMP()
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	out := make([]byte, tr.spec.OutputBytes())
+	var err error
+	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
+		t.Errorf("Apply allocated %d bytes", n)
+	}
+	if !errors.Is(err, ErrDecode) {
+		t.Errorf("Apply: %v, want ErrDecode", err)
+	}
+	valid := encodeBMP(t, rgbToRGBA(gradientNoiseRGB(12, 9, 21, 30), 12, 9))
+	if !bmpDataCanHold(valid) {
+		t.Error("bmpDataCanHold refuses a valid BMP")
+	}
+	if _, err := tr.Apply(valid, out); err != nil {
+		t.Errorf("valid BMP: %v", err)
+	}
+}
+
+// claimedSizeBMP is a BITMAPINFOHEADER for 8000x8000 at 24 bits and no rows.
+func claimedSizeBMP() []byte {
+	b := []byte("BM")
+	for _, v := range []uint32{0, 0, 54, 40, 8000, 8000} {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint16(b, 24)
+	return append(b, make([]byte, 24)...)
 }

@@ -8,6 +8,8 @@ import (
 	stdadler32 "hash/adler32"
 	"io"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 // stdInflate decodes a zlib stream with compress/zlib, the reference.
@@ -261,7 +263,7 @@ func FuzzInflate(f *testing.F) {
 			return
 		}
 		dst := make([]byte, len(want))
-		err = inf.inflateZlib(dst, z)
+		fuzzmem.Check(t, inflateAllocBound, func() { err = inf.inflateZlib(dst, z) })
 		switch {
 		case trailing:
 			if !errors.Is(err, errZlibTrailing) {

@@ -3,6 +3,7 @@ package transforms
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 )
 
@@ -54,6 +55,10 @@ type pngDecoder struct {
 // decodePNG decodes a PNG: the fast path when it applies, image/png
 // otherwise.
 func (t *Transformer) decodePNG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	// Both decoders allocate the whole image before reading its data.
+	if !pngDataCanHold(data) {
+		return pixels{}, fmt.Errorf("%w: png: a %dx%d image cannot come from so few bytes of image data", ErrDecode, hdr.storedW, hdr.storedH)
+	}
 	if p, err := t.png.decode(data); err == nil && p.w == hdr.storedW && p.h == hdr.storedH {
 		return p, nil
 	}
@@ -179,9 +184,56 @@ func parseFastIHDR(b []byte) (w, h, bpp int, err error) {
 	return int(w64), int(h64), bpp, nil
 }
 
+// deflateMaxRatio bounds the bytes one byte of a deflate stream decodes
+// to: the longest match, 258 bytes, coded in as few as 2 bits (RFC 1951),
+// hence 1032:1.
+const deflateMaxRatio = 1032
+
+// pngDataCanHold reports whether the IDAT chunks of a PNG hold enough
+// compressed bytes to inflate to the image its IHDR declares: at least
+// w*h*bits-per-pixel/8 bytes, interlaced or not, at deflateMaxRatio. It
+// reads chunk lengths only (no CRCs: the decoders check those), so a file
+// of a few hundred bytes that declares a 64-megapixel image is refused
+// before a decoder allocates the image (found by FuzzPNG with
+// internal/fuzzmem: 368 bytes made the decoder allocate 119 MiB). Anything
+// it cannot read (no IHDR, an unknown color type) is left to the decoders.
+func pngDataCanHold(data []byte) bool {
+	if len(data) < len(pngSignature) || string(data[:len(pngSignature)]) != pngSignature {
+		return true
+	}
+	var need, idat uint64
+	for p := len(pngSignature); len(data)-p >= 8; {
+		length := uint64(binary.BigEndian.Uint32(data[p:]))
+		typ := string(data[p+4 : p+8])
+		body := data[p+8:]
+		body = body[:min(uint64(len(body)), length)]
+		switch {
+		case typ == "IHDR" && len(body) >= 10 && need == 0:
+			w, h := uint64(binary.BigEndian.Uint32(body[0:])), uint64(binary.BigEndian.Uint32(body[4:]))
+			channels := map[byte]uint64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[body[9]]
+			if w == 0 || h == 0 || w > MaxSourceSide || h > MaxSourceSide || channels == 0 {
+				return true // the decoders refuse it
+			}
+			need = (w*h*uint64(body[8])*channels + 7) / 8
+		case typ == "IDAT":
+			idat += uint64(len(body))
+		case typ == "IEND":
+			return need <= deflateMaxRatio*idat
+		}
+		if length > uint64(len(data)-p-8) {
+			break
+		}
+		p += 12 + int(length)
+	}
+	return need <= deflateMaxRatio*idat
+}
+
 // pixels inflates and unfilters the collected image data.
 func (d *pngDecoder) pixels(w, h, bpp int) (pixels, error) {
 	stride := 1 + w*bpp
+	if uint64(stride)*uint64(h) > deflateMaxRatio*uint64(len(d.idat)) {
+		return pixels{}, errPNGStructure // see pngDataCanHold
+	}
 	d.raw = resize(d.raw, stride*h)
 	if err := d.inf.inflateZlib(d.raw, d.idat); err != nil {
 		return pixels{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -95,6 +96,7 @@ type Reader struct {
 	samples        atomic.Int64 // samples handed out by Sample, ReadSampleInto and ReadRunInto
 	pool           batchPool    // batch buffers kept from one Batches iterator to the next
 	readersLock    *os.File     // shared lock that keeps gc away, nil when it could not be taken
+	files          versionFiles // where shards are opened
 }
 
 // lazyShard maps its file on first use. The fast path is one atomic load;
@@ -106,7 +108,7 @@ type lazyShard struct {
 	path   string
 	mu     sync.Mutex
 	reader atomic.Pointer[shard.Reader]
-	file   *os.File // set with reader, closed by Close
+	file   shardFile // set with reader, closed by Close
 	err    error
 	// verified has one bit per sample of the shard, set when the sample
 	// passed its CRC-32C check; allocated before reader is stored.
@@ -172,6 +174,77 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	r, err := newReader(dir, m, opts, log, dirFiles{root: root})
+	if err != nil {
+		return nil, err
+	}
+	r.opened, r.readersLock = start, lock
+	opened = true
+	checked, _ := r.SampleChecksums()
+	log.Info("warehouse opened", "dir", dir, "version", m.Version, "samples", m.Samples, "shards", len(m.Shards),
+		"dtype", m.DefaultDType, "shards_with_sample_checksums", checked, "verify_samples", r.verifySamples,
+		"recheck_samples", r.recheckSamples, "seconds", time.Since(start).Seconds())
+	return r, nil
+}
+
+// versionFiles are the shard files of one version as a Reader reads them:
+// dirFiles, the version directory, for Open; bytes in memory for FuzzOpen
+// (fuzz_test.go), so that the fuzz target runs Open's checks, the shard
+// header checks and every sample read on hostile bytes through this same
+// code without a file system in each execution.
+type versionFiles interface {
+	// stat checks that e's file exists, is a regular file and has the
+	// size e records (checkShardInfo). path names it in errors.
+	stat(path string, e *Shard) error
+	// checkSHA256 compares the sha256 of e's file with e's.
+	checkSHA256(path string, e *Shard) error
+	// open opens e's file for reading and validates it as a shard.
+	open(path string, e *Shard) (shardFile, *shard.Reader, error)
+}
+
+// shardFile is an open shard file: batches read images from it with
+// ReadAt (ReadRunInto).
+type shardFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// dirFiles reads shards from the version directory. root, open while Open
+// runs, confines stat to the directory; open maps the file.
+type dirFiles struct{ root *os.Root }
+
+func (d dirFiles) stat(path string, e *Shard) error {
+	fi, err := d.root.Stat(e.RelativePath)
+	return checkShardInfo(path, e, fi, err)
+}
+
+func (dirFiles) checkSHA256(path string, e *Shard) error {
+	return checkFileSHA256(path, e.ChecksumSHA256)
+}
+
+func (dirFiles) open(path string, _ *Shard) (shardFile, *shard.Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	sr, err := shard.OpenFile(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, sr, nil
+}
+
+// newReader is Open after the manifest is read: it checks the thresholds,
+// the layout the manifest implies and every shard entry against it, and
+// that files has every shard at its recorded size. Shards are opened
+// through files on first use.
+func newReader(dir string, m *Manifest, opts OpenOptions, log *slog.Logger, files versionFiles) (*Reader, error) {
 	if err := checkThresholds(dir, m, opts, log); err != nil {
 		return nil, err
 	}
@@ -179,29 +252,19 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 	if err != nil {
 		return nil, manifestError(dir, err)
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums,
-		verifySamples: !opts.SkipSampleChecksums, recheckSamples: opts.RecheckSamples, opened: start, readersLock: lock}
+	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums, files: files,
+		verifySamples: !opts.SkipSampleChecksums, recheckSamples: opts.RecheckSamples, opened: time.Now()}
 	r.shards = make([]lazyShard, len(m.Shards))
 	r.starts = make([]int, len(m.Shards)+1)
 	for k := range m.Shards {
 		e := &m.Shards[k]
 		r.shards[k] = lazyShard{entry: e, path: filepath.Join(dir, filepath.FromSlash(e.RelativePath))}
-		if err := statShard(root, r.shards[k].path, e); err != nil {
+		if err := files.stat(r.shards[k].path, e); err != nil {
 			return nil, err
 		}
 		r.starts[k] = int(e.FirstSample)
 	}
 	r.starts[len(m.Shards)] = int(m.Samples)
-	opened = true
-	checked, _ := r.SampleChecksums()
-	log.Info("warehouse opened", "dir", dir, "version", m.Version, "samples", m.Samples, "shards", len(m.Shards),
-		"dtype", m.DefaultDType, "shards_with_sample_checksums", checked, "verify_samples", r.verifySamples,
-		"recheck_samples", r.recheckSamples, "seconds", time.Since(start).Seconds())
 	return r, nil
 }
 
@@ -276,11 +339,11 @@ func manifestError(dir string, err error) error {
 	return fmt.Errorf("%s: %w: %v", filepath.Join(dir, ManifestName), ErrManifest, err)
 }
 
-// statShard checks that a shard file exists inside the version directory
-// (root refuses paths and symlinks that leave it), is a regular file and
-// has the size its entry records. path is the name used in errors.
-func statShard(root *os.Root, path string, e *Shard) error {
-	fi, err := root.Stat(e.RelativePath)
+// checkShardInfo checks the result of a stat of a shard file: that it
+// exists inside the version directory (an os.Root refuses paths and
+// symlinks that leave it), is a regular file and has the size its entry
+// records. path is the name used in errors.
+func checkShardInfo(path string, e *Shard, fi fs.FileInfo, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s: missing: the manifest lists shard %s", path, e.ID)
@@ -443,29 +506,23 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 	load := ShardLoad{ID: s.entry.ID, Bytes: s.entry.Bytes}
 	if r.checksum {
 		t0 := time.Now()
-		if err := checkFileSHA256(s.path, s.entry.ChecksumSHA256); err != nil {
+		if err := r.files.checkSHA256(s.path, s.entry); err != nil {
 			s.err = err
 			return nil, err
 		}
 		load.Checksum = time.Since(t0)
 	}
 	t0 := time.Now()
-	f, err := os.Open(s.path)
+	f, sr, err := r.files.open(s.path, s.entry)
 	if err != nil {
 		s.err = err
 		return nil, err
 	}
-	sr, err := shard.OpenFile(f)
-	if err == nil {
-		if err = checkShardHeader(sr, s.entry, r.layout); err != nil {
-			sr.Close()
-			err = fmt.Errorf("%s: %w", s.path, err)
-		}
-	}
-	if err != nil {
+	if err := checkShardHeader(sr, s.entry, r.layout); err != nil {
+		sr.Close()
 		f.Close()
-		s.err = err
-		return nil, err
+		s.err = fmt.Errorf("%s: %w", s.path, err)
+		return nil, s.err
 	}
 	s.file = f
 	s.verified = make([]atomic.Uint64, (sr.Len()+63)/64)

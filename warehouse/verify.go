@@ -331,7 +331,7 @@ func (v *shardVerifier) add(kind FindingKind, sample int, format string, args ..
 
 func (v *shardVerifier) run() []Finding {
 	path := filepath.Join(v.dir, filepath.FromSlash(v.entry.RelativePath))
-	if err := statShard(v.root, path, v.entry); err != nil {
+	if err := (dirFiles{root: v.root}).stat(path, v.entry); err != nil {
 		kind := FindingShardSize
 		if _, statErr := v.root.Stat(v.entry.RelativePath); statErr != nil {
 			kind = FindingShardMissing

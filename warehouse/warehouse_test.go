@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/validate"
 )
 
@@ -127,7 +128,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add(raw)
 	f.Add([]byte(`{"format_version": 1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ParseManifest(b)
+		m, err := fuzzmem.Call(t, parseManifestAllocBound, func() (*Manifest, error) { return ParseManifest(b) })
 		if err != nil {
 			return
 		}

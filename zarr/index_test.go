@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 // shardBytes is a shard file of the given chunk bytes and entries, with a
@@ -68,7 +70,7 @@ func FuzzReadIndex(f *testing.F) {
 	f.Add([]byte(nil), 1)
 	f.Add(shardBytes([]byte("abc"), IndexEntry{0, 3}, IndexEntry{EmptyChunk, EmptyChunk}), 2)
 	f.Fuzz(func(t *testing.T, file []byte, n int) {
-		entries, err := ReadIndex(file, n)
+		entries, err := fuzzmem.Call(t, readIndexAllocBound, func() ([]IndexEntry, error) { return ReadIndex(file, n) })
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/validate"
 )
 
@@ -13,9 +14,11 @@ import (
 // returns is consistent, and compares frame_id and unix_time with
 // encoding/json and strconv decoding the same fields.
 func FuzzParseLabel(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/capture/run_*/labels/frame_0000[0-3].json")
 	f.Add([]byte(`{"frame_id": 3, "unix_time": 1700000000.123, "image": "images/a.png", "polyp_labels": [{"bbox_px": [1, 2, 3, 4], "bbox_norm": null}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := parseLabel(data, keys)
+		var l label
+		fuzzmem.Check(t, labelAllocBound, func() { l = parseLabel(data, keys) })
 		if l.rank == rankUnparseable && !l.badSchema {
 			t.Fatal("unparseable label without bad_schema")
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 )
@@ -22,6 +23,7 @@ import (
 // must be consistent (dense seq, normalized reasons, boxes inside the
 // image and of a listed class).
 func FuzzAnnotations(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/coco/annotations/*.json")
 	root := f.TempDir()
 	writeTree(f, root, map[string][]byte{
 		"a.png":     encoded(f, "png", 96, 64),
@@ -34,7 +36,7 @@ func FuzzAnnotations(f *testing.F) {
 		  {"id": 3, "image_id": 9, "category_id": 2, "bbox": [0, 0, 0, 1]}]`)))
 	f.Add([]byte(`{"annotations": [{"image_id": 3}], "categories": [], "images": [{"id": 3, "file_name": "bad.png"}, {"id": 3, "file_name": "../a.png"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		src, err := newSource(bytes.NewReader(data), "fuzz.json", root, Options{})
+		src, err := fuzzmem.Call(t, annotationsAllocBound, func() (*Source, error) { return newSource(bytes.NewReader(data), "fuzz.json", root, Options{}) })
 		var top map[string]json.RawMessage
 		valid := json.Unmarshal(data, &top) == nil && top != nil
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files and the fuzz seed corpus")
@@ -59,21 +61,30 @@ func TestFuzzSeedCorpus(t *testing.T) {
 
 // FuzzKDB runs everything a build does over arbitrary bytes: Open, the
 // scan of every episode, and ReadImage of every sample the scan accepted,
-// with the first camera and with a named one. It must never panic; the
-// allocation bounds are checked by TestEveryByteFlipped.
+// with the first camera and with a named one. It must never panic, nor
+// allocate more than kdbAllocBound for one input (TestEveryByteFlipped
+// checks the per-call bounds byte by byte). Seeds: the small files of
+// fuzzSeeds and the real demo file (testdata/kdb/demo.kdb).
 func FuzzKDB(f *testing.F) {
 	for _, b := range fuzzSeeds(f) {
 		f.Add(b)
 	}
+	demo, err := os.ReadFile(demoPath)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(demo)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		exercise(b, "")
-		exercise(b, "cam")
-		if _, err := ParseMeta(b); err == nil {
-			// a blob that parses has its fields inside it
-			if len(b) < 2+2+4+1+1 {
-				t.Fatalf("%d-byte blob parsed", len(b))
+		fuzzmem.Check(t, kdbAllocBound, func() {
+			exercise(b, "")
+			exercise(b, "cam")
+			if _, err := ParseMeta(b); err == nil {
+				// a blob that parses has its fields inside it
+				if len(b) < 2+2+4+1+1 {
+					t.Fatalf("%d-byte blob parsed", len(b))
+				}
 			}
-		}
+		})
 	})
 }
 
@@ -92,32 +103,34 @@ func FuzzEpisode(f *testing.F) {
 		f.Add(sec(e.Meta), sec(e.Actions), sec(e.Images), e.NumFrames, e.StateDim, e.ActionDim)
 	}
 	f.Fuzz(func(t *testing.T, meta, actions, images []byte, numFrames uint32, stateDim, actionDim uint16) {
-		numFrames = min(numFrames, uint32(len(images)/frameHeader))
-		file := make([]byte, HeaderSize)
-		var offs [3]uint64
-		for k, s := range [][]byte{meta, actions, images} {
-			offs[k] = uint64(len(file))
-			file = append(file, s...)
-		}
-		indexOffset := uint64(len(file))
-		file = le.AppendUint64(file, 42)
-		file = le.AppendUint32(file, numFrames)
-		file = le.AppendUint16(file, actionDim)
-		file = le.AppendUint16(file, stateDim)
-		for _, k := range []int{1, 2, 0} { // actions, images, meta
-			file = le.AppendUint64(file, offs[k])
-			file = le.AppendUint64(file, uint64(len([][]byte{meta, actions, images}[k])))
-		}
-		copy(file, Magic)
-		le.PutUint16(file[offVersionMinor:], VersionMinor)
-		le.PutUint64(file[offNumEpisodes:], 1)
-		le.PutUint64(file[offNumFrames:], uint64(numFrames))
-		le.PutUint64(file[offIndexOffset:], indexOffset)
-		le.PutUint64(file[offIndexLength:], IndexEntrySize)
-		if _, err := Open(bytes.NewReader(file), int64(len(file))); err != nil {
-			t.Fatalf("the harness built an invalid file: %v", err)
-		}
-		exercise(file, "")
-		exercise(file, "cam")
+		fuzzmem.Check(t, episodeAllocBound, func() {
+			numFrames = min(numFrames, uint32(len(images)/frameHeader))
+			file := make([]byte, HeaderSize)
+			var offs [3]uint64
+			for k, s := range [][]byte{meta, actions, images} {
+				offs[k] = uint64(len(file))
+				file = append(file, s...)
+			}
+			indexOffset := uint64(len(file))
+			file = le.AppendUint64(file, 42)
+			file = le.AppendUint32(file, numFrames)
+			file = le.AppendUint16(file, actionDim)
+			file = le.AppendUint16(file, stateDim)
+			for _, k := range []int{1, 2, 0} { // actions, images, meta
+				file = le.AppendUint64(file, offs[k])
+				file = le.AppendUint64(file, uint64(len([][]byte{meta, actions, images}[k])))
+			}
+			copy(file, Magic)
+			le.PutUint16(file[offVersionMinor:], VersionMinor)
+			le.PutUint64(file[offNumEpisodes:], 1)
+			le.PutUint64(file[offNumFrames:], uint64(numFrames))
+			le.PutUint64(file[offIndexOffset:], indexOffset)
+			le.PutUint64(file[offIndexLength:], IndexEntrySize)
+			if _, err := Open(bytes.NewReader(file), int64(len(file))); err != nil {
+				t.Fatalf("the harness built an invalid file: %v", err)
+			}
+			exercise(file, "")
+			exercise(file, "cam")
+		})
 	})
 }

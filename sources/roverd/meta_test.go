@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 func TestParseMeta(t *testing.T) {
@@ -181,12 +183,13 @@ func TestParseNPYHeader(t *testing.T) {
 // FuzzMeta checks that ParseMeta never panics, agrees with encoding/json on
 // what is a JSON object, and returns only channels it validated.
 func FuzzMeta(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/roverd/*/*/meta.json")
 	f.Add([]byte(`{"ts": {"format": "raw", "type": "f8", "shape": [], "desc": "t"}, "video.avi": {"format": "mjpg", "type": "u1", "shape": [1080, 1920, 3]}}`))
 	f.Add([]byte(`{"acc": {"format": "lzmaf", "type": "<f4", "shape": [3], "args": {"x": [1, {"y": null}]}}}`))
 	f.Add([]byte(`{"a": {"format": "raw", "type": "V12", "shape": [2.5]}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseMeta(data)
+		m, err := fuzzmem.Call(t, metaAllocBound, func() (*Meta, error) { return ParseMeta(data) })
 		var obj map[string]map[string]any
 		jsonOK := json.Unmarshal(data, &obj) == nil && obj != nil
 		if err != nil {
@@ -233,7 +236,7 @@ func FuzzNPY(f *testing.F) {
 	}
 	f.Add([]byte("\x93NUMPY\x01\x00\x46\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }            \n\x00\x00\x00\x00\x00\x00\xf0\x3f"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := parseNPY(data)
+		a, err := fuzzmem.Call(t, npyAllocBound, func() (npyArray, error) { return parseNPY(data) })
 		if err != nil {
 			if !errors.Is(err, ErrNPY) {
 				t.Fatalf("error %v does not wrap ErrNPY", err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/wshard/container"
 )
@@ -86,63 +87,65 @@ func TestUpdateFuzzCorpus(t *testing.T) {
 // the sizes the metadata promises.
 func FuzzEpisode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := container.NewReader(bytes.NewReader(b), int64(len(b)), "fuzz", container.Limits{MaxBlockBytes: 1 << 20})
-		if err != nil {
-			return // the container's own fuzz target covers these
-		}
-		ep, err := NewEpisode(r)
-		if err != nil {
-			if !errors.As(err, new(*Problem)) {
-				t.Fatalf("NewEpisode: %v is not a *Problem", err)
+		fuzzmem.Check(t, episodeAllocBound, func() {
+			r, err := container.NewReader(bytes.NewReader(b), int64(len(b)), "fuzz", container.Limits{MaxBlockBytes: 1 << 20})
+			if err != nil {
+				return // the container's own fuzz target covers these
 			}
-			return
-		}
-		problem := func(what string, err error) {
-			if err != nil && !errors.As(err, new(*Problem)) {
-				t.Fatalf("%s: %v is not a *Problem", what, err)
-			}
-		}
-		for _, c := range ep.Channels {
-			v, err := ep.Float32s(c)
-			problem(c.Block, err)
-			if err == nil && len(v) != ep.Meta.Length*c.Elements() {
-				t.Fatalf("%s: %d values for %d steps of %v", c.Block, len(v), ep.Meta.Length, c.Shape)
-			}
-		}
-		// Every channel as a label channel: a Problem or per-step boxes
-		// inside the frame, never more than K.
-		for _, c := range ep.Channels {
-			s := &Source{opts: Options{Boxes: c.Block}}
-			pd := &partData{w: 16, h: 16}
-			if err := s.readBoxes(ep, pd); err != nil {
-				problem("boxes "+c.Block, err)
-				continue
-			}
-			for step := range ep.Meta.Length {
-				var smp sources.Sample
-				pd.stepBoxes(&smp, step)
-				if len(smp.Boxes) > pd.boxK {
-					t.Fatalf("%s step %d: %d boxes of %d rows", c.Block, step, len(smp.Boxes), pd.boxK)
+			ep, err := NewEpisode(r)
+			if err != nil {
+				if !errors.As(err, new(*Problem)) {
+					t.Fatalf("NewEpisode: %v is not a *Problem", err)
 				}
-				for _, b := range smp.Boxes {
-					if !(0 <= b.X0 && b.X0 < b.X1 && b.X1 <= 16 && 0 <= b.Y0 && b.Y0 < b.Y1 && b.Y1 <= 16) {
-						t.Fatalf("%s step %d: box %+v outside the 16x16 frame", c.Block, step, b)
+				return
+			}
+			problem := func(what string, err error) {
+				if err != nil && !errors.As(err, new(*Problem)) {
+					t.Fatalf("%s: %v is not a *Problem", what, err)
+				}
+			}
+			for _, c := range ep.Channels {
+				v, err := ep.Float32s(c)
+				problem(c.Block, err)
+				if err == nil && len(v) != ep.Meta.Length*c.Elements() {
+					t.Fatalf("%s: %d values for %d steps of %v", c.Block, len(v), ep.Meta.Length, c.Shape)
+				}
+			}
+			// Every channel as a label channel: a Problem or per-step boxes
+			// inside the frame, never more than K.
+			for _, c := range ep.Channels {
+				s := &Source{opts: Options{Boxes: c.Block}}
+				pd := &partData{w: 16, h: 16}
+				if err := s.readBoxes(ep, pd); err != nil {
+					problem("boxes "+c.Block, err)
+					continue
+				}
+				for step := range ep.Meta.Length {
+					var smp sources.Sample
+					pd.stepBoxes(&smp, step)
+					if len(smp.Boxes) > pd.boxK {
+						t.Fatalf("%s step %d: %d boxes of %d rows", c.Block, step, len(smp.Boxes), pd.boxK)
+					}
+					for _, b := range smp.Boxes {
+						if !(0 <= b.X0 && b.X0 < b.X1 && b.X1 <= 16 && 0 <= b.Y0 && b.Y0 < b.Y1 && b.Y1 <= 16) {
+							t.Fatalf("%s step %d: box %+v outside the 16x16 frame", c.Block, step, b)
+						}
 					}
 				}
 			}
-		}
-		if cam := defaultCamera(ep.Channels); cam != "" {
-			img, err := ep.imageChannel(cam)
-			problem("camera", err)
-			if err == nil && int64(img.entry.OrigSize) != int64(ep.Meta.Length)*int64(img.frameBytes()) {
-				t.Fatalf("camera block of %d bytes for %d frames of %d", img.entry.OrigSize, ep.Meta.Length, img.frameBytes())
+			if cam := defaultCamera(ep.Channels); cam != "" {
+				img, err := ep.imageChannel(cam)
+				problem("camera", err)
+				if err == nil && int64(img.entry.OrigSize) != int64(ep.Meta.Length)*int64(img.frameBytes()) {
+					t.Fatalf("camera block of %d bytes for %d frames of %d", img.entry.OrigSize, ep.Meta.Length, img.frameBytes())
+				}
 			}
-		}
-		ts, err := ep.Timestamps()
-		problem("timestamps", err)
-		if err == nil && len(ts) != ep.Meta.Length {
-			t.Fatalf("%d timestamps for %d steps", len(ts), ep.Meta.Length)
-		}
+			ts, err := ep.Timestamps()
+			problem("timestamps", err)
+			if err == nil && len(ts) != ep.Meta.Length {
+				t.Fatalf("%d timestamps for %d steps", len(ts), ep.Meta.Length)
+			}
+		})
 	})
 }
 
@@ -155,7 +158,7 @@ func FuzzParseMeta(f *testing.F) {
 		if len(wshard) == 0 {
 			wshard = nil
 		}
-		m, err := parseMeta(episode, wshard)
+		m, err := fuzzmem.Call(t, parseMetaAllocBound, func() (Meta, error) { return parseMeta(episode, wshard) })
 		if err != nil {
 			return
 		}
@@ -170,7 +173,7 @@ func FuzzParseMeta(f *testing.F) {
 // its error or has a known dtype and a shape within maxElements.
 func FuzzParseChannels(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		channels, err := parseChannels(b)
+		channels, err := fuzzmem.Call(t, parseChannelsAllocBound, func() ([]Channel, error) { return parseChannels(b) })
 		if err != nil {
 			return
 		}
@@ -189,7 +192,8 @@ func FuzzParseChannels(f *testing.F) {
 // ranges are consistent.
 func FuzzParseManifest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m := parseManifest(b, "dir/m.wshard")
+		var m *manifestPlan
+		fuzzmem.Check(t, parseManifestAllocBound, func() { m = parseManifest(b, "dir/m.wshard") })
 		for _, c := range m.chunks {
 			if c.rel != "" && !filepath.IsLocal(filepath.FromSlash(c.rel)) {
 				t.Fatalf("chunk path %q escapes", c.rel)

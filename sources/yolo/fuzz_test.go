@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 )
@@ -20,11 +21,13 @@ var fuzzClasses = []sources.ClassKey{cat, dog, bird}
 // image, a file without reasons keeps every line, and a reused parser gives
 // the same result.
 func FuzzLabel(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/yolo/labels/train/frame_[1-5].txt")
 	f.Add([]byte("0 0.5 0.5 0.25 0.25\n2 0.1 0.1 0.2 0.1 0.2 0.2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := newParser(len(fuzzClasses), 0, 0)
 		text := string(data)
-		l := p.parse(text)
+		var l label
+		fuzzmem.Check(t, labelAllocBound, func() { l = p.parse(text) })
 
 		lines := 0
 		for _, line := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' }) {
@@ -101,9 +104,10 @@ func FuzzLabel(f *testing.F) {
 // FuzzDataYAML parses data.yaml bytes, checking that nothing panics and
 // that an accepted document gives a usable class table and split entries.
 func FuzzDataYAML(f *testing.F) {
+	fuzzmem.AddFiles(f, "../../testdata/yolo/data.yaml")
 	f.Add([]byte("path: .\ntrain: images/train\nval: images/val\nnames: [a, b]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := parseDataYAML(data)
+		d, err := fuzzmem.Call(t, dataYAMLAllocBound, func() (*dataYAML, error) { return parseDataYAML(data) })
 		if err != nil {
 			if d != nil {
 				t.Fatal("a result with an error")

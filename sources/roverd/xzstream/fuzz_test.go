@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	ulzma "github.com/ulikunitz/xz"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 // FuzzDecompress checks that arbitrary bytes never panic or exceed the
@@ -18,7 +20,7 @@ func FuzzDecompress(f *testing.F) {
 	}
 	const limit = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := DecompressBytes(data, limit)
+		got, err := fuzzmem.Call(t, decompressAllocBound, func() ([]byte, error) { return DecompressBytes(data, limit) })
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupported) {
 				t.Fatalf("error %v wraps no sentinel", err)

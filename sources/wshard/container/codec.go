@@ -27,6 +27,20 @@ func lz4MaxDecoded(n uint64) uint64 {
 	return n*255 + 16
 }
 
+// zstdMaxDecoded is the most bytes n bytes of zstd frames can decode to.
+// A block decodes to at most 128 KiB (Block_Maximum_Size, RFC 8878
+// 3.1.1.2.4) and takes at least 4 bytes (a 3-byte block header and, for
+// the densest kind, an RLE block, 1 byte of content), so no frame expands
+// more than 32768:1. An original size beyond it is a lie, rejected before
+// decompress allocates it as the output buffer.
+func zstdMaxDecoded(n uint64) uint64 {
+	const blockMax, blockMin = 128 << 10, 4
+	if n/blockMin > (1<<64-1)/blockMax {
+		return 1<<64 - 1
+	}
+	return n / blockMin * blockMax
+}
+
 // decompress decodes src, stored with c, into exactly size bytes.
 func decompress(c Compression, src []byte, size int) ([]byte, error) {
 	switch c {

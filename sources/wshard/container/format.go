@@ -80,7 +80,8 @@
 // the alignment, and ends inside the file; no two blocks overlap.
 //
 // Reading a block (ReadBlock) checks that its original size is within
-// Limits.MaxBlockBytes before allocating (a decompression bomb wraps
+// Limits.MaxBlockBytes and, for zstd, that the stored bytes can decode to
+// it (at most 32768:1) before allocating (a decompression bomb wraps
 // ErrDecompress), decompresses it to exactly that size, and checks its
 // CRC32C over the uncompressed bytes (ErrChecksum). A stored CRC of zero is
 // checked only when the header's checksums flag (0x20) is set, as the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 // FuzzNewReader feeds arbitrary bytes to NewReader and, when they are
@@ -29,7 +31,10 @@ func FuzzNewReader(f *testing.F) {
 		return false
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := NewReader(bytes.NewReader(b), int64(len(b)), "fuzz", Limits{MaxBlockBytes: 1 << 20})
+		// Each call is bounded on its own: a file may hold many blocks.
+		r, err := fuzzmem.Call(t, newReaderAllocBound, func() (*Reader, error) {
+			return NewReader(bytes.NewReader(b), int64(len(b)), "fuzz", Limits{MaxBlockBytes: 1 << 20})
+		})
 		if err != nil {
 			if !known(err) {
 				t.Fatalf("NewReader error %v is not a container *Error of a known kind", err)
@@ -40,7 +45,7 @@ func FuzzNewReader(f *testing.F) {
 			if got, ok := r.Lookup(e.Name); !ok || got != e {
 				t.Fatalf("Lookup(%q) = %+v, %v", e.Name, got, ok)
 			}
-			data, err := r.ReadBlock(e)
+			data, err := fuzzmem.Call(t, blockAllocBound, func() ([]byte, error) { return r.ReadBlock(e) })
 			if err != nil {
 				if !known(err) {
 					t.Fatalf("ReadBlock(%q): %v is not of a known kind", e.Name, err)
@@ -50,7 +55,8 @@ func FuzzNewReader(f *testing.F) {
 			if uint64(len(data)) != e.OrigSize {
 				t.Fatalf("%q: %d bytes, original size %d", e.Name, len(data), e.OrigSize)
 			}
-			if err := r.Verify(e); err != nil {
+			fuzzmem.Check(t, blockAllocBound, func() { err = r.Verify(e) })
+			if err != nil {
 				t.Fatalf("%q read but does not verify: %v", e.Name, err)
 			}
 		}

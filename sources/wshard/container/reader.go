@@ -283,6 +283,12 @@ func (r *Reader) ReadBlock(e Entry) ([]byte, error) {
 		}
 		return nil, fail(r.file, e.Name, ErrTooLarge, "%d bytes exceed the limit of %d", e.OrigSize, limit)
 	}
+	// decompress allocates the original size before decoding: refuse a
+	// size the stored bytes cannot decode to first (lz4's bound is checked
+	// by NewReader already).
+	if e.compression == CompressZstd && e.OrigSize > zstdMaxDecoded(e.DiskSize) {
+		return nil, fail(r.file, e.Name, ErrDecompress, "original size %d cannot come from %d zstd bytes (at most %d)", e.OrigSize, e.DiskSize, zstdMaxDecoded(e.DiskSize))
+	}
 	stored := make([]byte, e.DiskSize)
 	if err := r.readAt(stored, int64(e.Offset), e.Name); err != nil {
 		return nil, err

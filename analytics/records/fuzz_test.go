@@ -1,24 +1,24 @@
-package analytics
+package records
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 
+	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/warehouse"
 )
 
 // Fuzz targets for every decoder of this package; seed corpora live in
 // testdata/fuzz/<target>/. Run one with, for example,
 //
-//	go test ./analytics -run '^$' -fuzz FuzzDecodeSampleLine -fuzztime 20s
+//	go test ./analytics/records -run '^$' -fuzz FuzzDecodeSampleLine -fuzztime 20s
 
 // A decoded line satisfies the shape checks and survives a JSON round trip.
 func FuzzDecodeSampleLine(f *testing.F) {
-	f.Add([]byte(keptLine))
-	f.Add([]byte(skippedLine))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		s, err := decodeSampleLine(raw)
+		s, err := fuzzmem.Call(t, sampleLineAllocBound, func() (*SampleLine, error) { return DecodeSampleLine(raw) })
 		if err != nil {
 			return
 		}
@@ -29,7 +29,7 @@ func FuzzDecodeSampleLine(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := decodeSampleLine(again)
+		back, err := DecodeSampleLine(again)
 		if err != nil {
 			t.Fatalf("re-encoded line rejected: %v\n%s", err, again)
 		}
@@ -39,25 +39,22 @@ func FuzzDecodeSampleLine(f *testing.F) {
 	})
 }
 
-// A decoded report has no negative count or time, and publish and total
-// are the only phases a build-time export leaves out.
+// A decoded report has no negative count, rate or phase time. (That
+// publish and total are the only phases a build-time export leaves out is
+// the export's business: analytics.TestDecodeBuildReport.)
 func FuzzDecodeBuildReport(f *testing.F) {
-	f.Add([]byte(validReport))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		r, err := decodeBuildReport(raw)
+		r, err := fuzzmem.Call(t, buildReportAllocBound, func() (*BuildReport, error) { return DecodeBuildReport(raw) })
 		if err != nil {
 			return
 		}
 		if r.Workers < 0 || r.InputSamples < 0 || r.Samples < 0 || r.Skipped < 0 || r.Shards < 0 || r.BytesWritten < 0 {
 			t.Fatalf("negative count accepted: %+v", r)
 		}
-		all, early := r.phases(false), r.phases(true)
-		if len(all) != 9 || !reflect.DeepEqual(all[:7], early) {
-			t.Fatalf("phases %v, before publish %v", all, early)
-		}
-		for _, p := range all {
-			if !(p.seconds >= 0) {
-				t.Fatalf("phase %s: %v seconds accepted", p.name, p.seconds)
+		p := r.Phases
+		for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				t.Fatalf("rate or phase time %v accepted: %+v", v, r)
 			}
 		}
 	})
@@ -69,7 +66,7 @@ func FuzzParseRecipe(f *testing.F) {
 	f.Add("dtype=\"f16\"\ntarget_size=\"384x384\"\n")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, raw string) {
-		entries, err := parseRecipe(raw)
+		entries, err := fuzzmem.Call(t, recipeAllocBound, func() (map[string]string, error) { return ParseRecipe(raw) })
 		if err != nil {
 			return
 		}
@@ -77,7 +74,7 @@ func FuzzParseRecipe(f *testing.F) {
 		for k, v := range entries {
 			r.Set(k, v)
 		}
-		back, err := parseRecipe(r.Encode())
+		back, err := ParseRecipe(r.Encode())
 		if err != nil {
 			t.Fatalf("re-encoded recipe rejected: %v\n%q", err, r.Encode())
 		}

@@ -1,0 +1,13 @@
+package avi
+
+import "warehouse-etl/internal/fuzzmem"
+
+// Allocation bounds of this package's fuzz targets: the most one call
+// of the decoder may allocate for one input (internal/fuzzmem). Each is
+// what the decoder's own limits let it allocate, with room for the
+// measure's lag on small allocations (up to about half a MiB); the
+// worst seen per target is in docs/fuzzing.md.
+const (
+	// The frame index, at most one entry per 8 bytes of the file, and one frame at a time, inside the file.
+	aviAllocBound = 8 * fuzzmem.MiB
+)

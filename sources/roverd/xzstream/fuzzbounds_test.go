@@ -1,0 +1,13 @@
+package xzstream
+
+import "warehouse-etl/internal/fuzzmem"
+
+// Allocation bounds of this package's fuzz targets: the most one call
+// of the decoder may allocate for one input (internal/fuzzmem). Each is
+// what the decoder's own limits let it allocate, with room for the
+// measure's lag on small allocations (up to about half a MiB); the
+// worst seen per target is in docs/fuzzing.md.
+const (
+	// The output limit (64 KiB in the target) and the LZMA2 decoder state, whose dictionary is capped by the block's declared size.
+	decompressAllocBound = 16 * fuzzmem.MiB
+)
