@@ -16,6 +16,8 @@
 #                  takes the default 60 s each and stalls every worker
 #                  (docs/fuzzing.md, "Why targets stalled"). A crash is still
 #                  minimized within this budget.
+#   FUZZ_ONLY      an extended regex: only targets whose "<pkg>.<Target>" name
+#                  matches (e.g. 'warehouse\.FuzzOpen$|roverd/avi\.')
 #   FUZZ_LOG       directory for each target's full output (default: a temp dir,
 #                  kept and named at the end when a target failed)
 #
@@ -51,6 +53,7 @@ for pkg in $(go list "${pkgs[@]}"); do
   targets=$(grep '^Fuzz' <<<"$listed" || true)
   for t in $targets; do
     name="${pkg#warehouse-etl/}.$t"
+    if [ -n "${FUZZ_ONLY:-}" ] && ! grep -qE "$FUZZ_ONLY" <<<"$name"; then continue; fi
     out="$log/${name//\//_}.log"
     t0=$(date +%s)
     (cd "$dir" && go test -run='^$' -fuzz="^${t}\$" -fuzztime="${secs}s" -fuzzminimizetime="$minimize" -parallel="$parallel" . >"$out" 2>&1)
