@@ -37,6 +37,7 @@ type buildReport struct {
 	BytesWritten     int64   `json:"bytes_written"`
 	SamplesPerSecond float64 `json:"samples_per_second"`
 	MBPerSecond      float64 `json:"mb_per_second"`
+	JPEGFallbacks    *int64  `json:"jpeg_fallbacks"` // nil in reports written before it
 	Phases           struct {
 		Scan      float64 `json:"scan"`
 		Validate  float64 `json:"validate"`
@@ -70,6 +71,9 @@ func decodeBuildReport(raw []byte) (*buildReport, error) {
 		if v < 0 {
 			return nil, fmt.Errorf("%s is %d", name, v)
 		}
+	}
+	if r.JPEGFallbacks != nil && (*r.JPEGFallbacks < 0 || *r.JPEGFallbacks > r.Samples) {
+		return nil, fmt.Errorf("jpeg_fallbacks is %d of %d samples", *r.JPEGFallbacks, r.Samples)
 	}
 	p := r.Phases
 	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
@@ -126,6 +130,7 @@ var buildSchema = arrow.NewSchema([]arrow.Field{
 	int64Field("bytes_written", false),
 	float64Field("samples_per_second", false),
 	float64Field("mb_per_second", false),
+	int64Field("jpeg_fallbacks", true),
 	stringField("source_fingerprint_sha256", false),
 	listField("phases", arrow.StructOf(stringField("phase", false), float64Field("seconds", false), stringField("clock", false))),
 }, nil)
@@ -178,8 +183,13 @@ func writeBuild(dir string, m *warehouse.Manifest, r *buildReport, beforePublish
 	}
 	rb.Field(13).(*array.Float64Builder).Append(r.SamplesPerSecond)
 	rb.Field(14).(*array.Float64Builder).Append(r.MBPerSecond)
-	str(15).Append(m.SourceFingerprint.SHA256)
-	phases := rb.Field(16).(*array.ListBuilder)
+	if r.JPEGFallbacks != nil {
+		i64(15).Append(*r.JPEGFallbacks)
+	} else {
+		i64(15).AppendNull()
+	}
+	str(16).Append(m.SourceFingerprint.SHA256)
+	phases := rb.Field(17).(*array.ListBuilder)
 	ph := phases.ValueBuilder().(*array.StructBuilder)
 	phases.Append(true)
 	for _, p := range r.phases(beforePublish) {

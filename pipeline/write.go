@@ -128,6 +128,7 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 				}
 			}
 			workerStats[w].steps = tr.Timings()
+			workerStats[w].counts = tr.Counts()
 			return nil
 		})
 	}
@@ -181,16 +182,18 @@ func (b *builder) writePass(ctx context.Context, tmp string, scan *scanResult, r
 		rep.Phases.Decode += s.steps.Decode.Seconds()
 		rep.Phases.Resize += s.steps.Resize.Seconds()
 		rep.Phases.Normalize += s.steps.Normalize.Seconds()
+		rep.JPEGFallbacks += s.counts.JPEGFallback
 	}
 	rep.Phases.Write = b.now().Sub(t0).Seconds()
 	return out, nil
 }
 
 // workerTimes is one worker's time spent reading images and its
-// Transformer's step times.
+// Transformer's step times and decoder path counts.
 type workerTimes struct {
-	read  time.Duration
-	steps transforms.Timings
+	read   time.Duration
+	steps  transforms.Timings
+	counts transforms.Counts
 }
 
 // transform reads and transforms one kept sample into j.image and returns

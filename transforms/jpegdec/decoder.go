@@ -534,3 +534,7 @@ func (d *Decoder) processAPP14(n int) error {
 	}
 	return nil
 }
+
+// Version names this decoder's output: bump it with any change that can
+// alter a decoded sample (the warehouse version recipe includes it).
+const Version = "1"
