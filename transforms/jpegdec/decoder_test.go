@@ -16,6 +16,9 @@ import (
 // machines is a stand-in that cannot write JPEG).
 const convertCmd = "/usr/bin/convert"
 
+// pythonCmd is Debian's python3, which has python3-opencv.
+const pythonCmd = "/usr/bin/python3"
+
 // testPattern is a w x h RGB image (binary PPM) with gradients, edges and
 // deterministic noise: every DCT frequency gets energy.
 func testPattern(w, h int, seed uint32) []byte {
@@ -69,19 +72,28 @@ func corpus() []corpusCase {
 			q := []int{50, 75, 90, 100}[(i+j)%4]
 			cs = append(cs, corpusCase{w: sz[0], h: sz[1], quality: q, sampling: s})
 		}
-		cs = append(cs, corpusCase{w: 203, h: 99, quality: 90, sampling: s, restart: 1 + i%3})
+	}
+	// ImageMagick 6 writes no restart markers; OpenCV does (4:2:0 or gray).
+	for i, s := range []string{"2x2", ""} {
+		for _, ri := range []int{1, 2, 7} {
+			cs = append(cs, corpusCase{w: 203 - 2*i, h: 99 + i, quality: 90 - 15*i, sampling: s, restart: ri})
+		}
 	}
 	cs = append(cs, corpusCase{w: 1, h: 1, quality: 90, sampling: "2x2"}, corpusCase{w: 1, h: 1, quality: 75, sampling: ""},
 		corpusCase{w: 2, h: 1, quality: 75, sampling: "4x1"})
 	return cs
 }
 
-// makeCorpus encodes every corpus case with ImageMagick into dir; it skips
-// the test when ImageMagick is missing.
+// makeCorpus encodes every corpus case with ImageMagick, or with OpenCV
+// (Debian's python3-opencv) when it has a restart interval; it skips the
+// test when either is missing.
 func makeCorpus(t testing.TB, cases []corpusCase) map[string][]byte {
 	t.Helper()
 	if _, err := os.Stat(convertCmd); err != nil {
 		t.Skipf("ImageMagick not installed: %v", err)
+	}
+	if _, err := os.Stat(pythonCmd); err != nil {
+		t.Skipf("python3 with OpenCV not installed: %v", err)
 	}
 	dir := t.TempDir()
 	out := map[string][]byte{}
@@ -91,14 +103,34 @@ func makeCorpus(t testing.TB, cases []corpusCase) map[string][]byte {
 			t.Fatal(err)
 		}
 		dst := filepath.Join(dir, c.String()+".jpg")
+		if c.restart > 0 {
+			if c.sampling != "2x2" && c.sampling != "" {
+				t.Fatalf("%v: OpenCV writes only 4:2:0 or gray", c)
+			}
+			flag := "cv2.IMREAD_COLOR"
+			if c.sampling == "" {
+				flag = "cv2.IMREAD_GRAYSCALE"
+			}
+			code := fmt.Sprintf("import cv2, sys; cv2.imwrite(sys.argv[2], cv2.imread(sys.argv[1], %s), "+
+				"[cv2.IMWRITE_JPEG_QUALITY, %d, cv2.IMWRITE_JPEG_RST_INTERVAL, %d]) or sys.exit(1)", flag, c.quality, c.restart)
+			if b, err := exec.Command(pythonCmd, "-c", code, src, dst).CombinedOutput(); err != nil {
+				t.Fatalf("opencv %v: %v\n%s", c, err, b)
+			}
+			data, err := os.ReadFile(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(data, []byte{0xFF, markerRST0}) {
+				t.Fatalf("%v: no RST0 marker written", c)
+			}
+			out[c.String()] = data
+			continue
+		}
 		args := []string{src, "-strip", "-quality", fmt.Sprint(c.quality)}
 		if c.sampling == "" {
 			args = append(args, "-colorspace", "Gray")
 		} else {
 			args = append(args, "-sampling-factor", c.sampling)
-		}
-		if c.restart > 0 {
-			args = append(args, "-define", fmt.Sprintf("jpeg:restart-interval=%d", c.restart))
 		}
 		args = append(args, dst)
 		if b, err := exec.Command(convertCmd, args...).CombinedOutput(); err != nil {
