@@ -17,7 +17,9 @@ var (
 
 // benchImage is a 1920x1080 q90 4:2:0 JPEG of a blurred plasma fractal,
 // the kind of frame bench/run.sh builds from (bench/gen_dataset.py).
-func benchImage(b *testing.B) []byte {
+func benchImage(b *testing.B) []byte { return benchImageFrom(b) }
+
+func benchImageFrom(b testing.TB) []byte {
 	benchOnce.Do(func() {
 		if _, err := os.Stat(convertCmd); err != nil {
 			return

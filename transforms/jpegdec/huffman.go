@@ -17,6 +17,12 @@ type huffTable struct {
 	// valOffset[l] turns a code of length l into an index into vals.
 	maxCode   [17]int32
 	valOffset [17]int32
+	// ac resolves, for AC tables, a whole coefficient from the next
+	// lookBits bits when its code and its extra bits fit there: the
+	// extended value in bits 16..31, the zero run in bits 10..13, the code
+	// length in bits 5..9 and code plus extra bits in bits 0..4 (0: not
+	// resolvable, decode the code and then the extra bits).
+	ac [1 << lookBits]int32
 }
 
 // processDHT reads Huffman tables (B.2.4.2) with image/jpeg's checks.
@@ -109,7 +115,28 @@ func (h *huffTable) build(counts *[17]int32, vals []byte) error {
 		code <<= 1
 	}
 	h.nCodes = int32(len(vals))
+	h.buildAC()
 	return nil
+}
+
+// buildAC fills h.ac from h.look. It is filled for DC tables too (and
+// unused there): which class a table serves is up to the scan.
+func (h *huffTable) buildAC() {
+	for i, e := range h.look {
+		h.ac[i] = 0
+		l := uint(e & 0x1f)
+		v := uint8(e >> 8)
+		run, size := uint(v>>4), uint(v&0x0f)
+		if l == 0 || size == 0 || l+size > lookBits {
+			continue
+		}
+		// The size bits follow the code within the lookahead window.
+		x := int32(uint(i)>>(lookBits-l-size)) & (1<<size - 1)
+		if x < 1<<size>>1 {
+			x += -1<<size + 1
+		}
+		h.ac[i] = x<<16 | int32(run)<<10 | int32(l)<<5 | int32(l+size)
+	}
 }
 
 // bitReader reads entropy-coded data: bytes with 0xFF00 stuffing, up to the

@@ -22,6 +22,31 @@ func (d *Decoder) reconstruct(blk *[blockSize]int32, dst []byte, stride int) {
 	}
 }
 
+// reconstructDC is reconstruct for a block whose AC coefficients are all
+// zero: every sample is the one value each IDCT computes for such a block,
+// by the same int32 expression (idct8: the DC row shortcut, then the
+// column pass's rounding and shifts; the reduced IDCTs: their zero-AC
+// shortcuts in both passes).
+func (d *Decoder) reconstructDC(dc int32, dst []byte, stride int) {
+	var v byte
+	n := 8 / d.scale
+	switch d.scale {
+	case 1:
+		v = level8((dc<<17 + 1<<19) >> 20)
+	case 2, 4:
+		v = clampSample(descale(dc<<pass1Bits, pass1Bits+3))
+	default:
+		dst[0] = clampSample(descale(dc, 3))
+		return
+	}
+	for y := 0; y < n; y++ {
+		row := dst[y*stride : y*stride+n]
+		for x := range row {
+			row[x] = v
+		}
+	}
+}
+
 // level8 is image/jpeg's level shift and clip of an 8x8 IDCT output.
 func level8(c int32) byte {
 	switch {

@@ -125,10 +125,16 @@ func (d *Decoder) decodeScan(scan []scanComp) error {
 							continue
 						}
 					}
-					if err := d.decodeBlock(&br, sc, &dc[sc.ci], &blk); err != nil {
+					hasAC, err := d.decodeBlock(&br, sc, &dc[sc.ci], &blk)
+					if err != nil {
 						return err
 					}
-					d.reconstruct(&blk, c.plane[by*bs*c.stride+bx*bs:], c.stride)
+					dst := c.plane[by*bs*c.stride+bx*bs:]
+					if hasAC {
+						d.reconstruct(&blk, dst, c.stride)
+					} else {
+						d.reconstructDC(blk[0], dst, c.stride)
+					}
 				}
 			}
 			if br.short() {
@@ -185,7 +191,10 @@ func findRST(data []byte, pos int, expected byte) (int, error) {
 // it without reading the value's bits, an EOBn code (n > 0, not baseline
 // but accepted) starts an end-of-band run that skips the AC data of the
 // next blocks of any component.
-func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[blockSize]int32) error {
+//
+// hasAC reports whether any AC coefficient was set; without one the block
+// is flat and reconstructDC does its work.
+func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[blockSize]int32) (hasAC bool, err error) {
 	*blk = [blockSize]int32{}
 	q := sc.q
 	if br.n < 32 {
@@ -193,25 +202,42 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 	}
 	t, ok := br.decode(sc.dc)
 	if !ok {
-		return formatError("bad Huffman code")
+		return false, formatError("bad Huffman code")
 	}
 	if t > 16 {
-		return unsupportedDC
+		return false, unsupportedDC
 	}
 	*dc += br.receiveExtend(t)
 	blk[0] = *dc * q[0]
 	if d.eobRun > 0 {
 		d.eobRun--
-		return nil
+		return false, nil
 	}
 	ac := sc.ac
 	for zig := 1; zig < blockSize; zig++ {
 		if br.n < 32 {
 			br.fill()
 		}
+		if e := ac.ac[br.acc>>(64-lookBits)]; e != 0 {
+			zig += int(e>>10) & 0x0f
+			if zig >= blockSize {
+				// As below: a run past the block ends it, and the
+				// value's bits stay unread.
+				l := uint(e>>5) & 0x1f
+				br.acc <<= l
+				br.n -= l
+				break
+			}
+			l := uint(e) & 0x1f
+			br.acc <<= l
+			br.n -= l
+			blk[unzig[zig]] = e >> 16 * q[zig]
+			hasAC = true
+			continue
+		}
 		v, ok := br.decode(ac)
 		if !ok {
-			return formatError("bad Huffman code")
+			return false, formatError("bad Huffman code")
 		}
 		r, s := v>>4, v&0x0f
 		if s != 0 {
@@ -220,6 +246,7 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 				break
 			}
 			blk[unzig[zig]] = br.receiveExtend(s) * q[zig]
+			hasAC = true
 			continue
 		}
 		if r != 0x0f {
@@ -232,7 +259,7 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 		}
 		zig += 0x0f
 	}
-	return nil
+	return hasAC, nil
 }
 
 var unsupportedDC = formatError("excessive DC component")
