@@ -119,8 +119,9 @@ func (h *huffTable) build(counts *[17]int32, vals []byte) error {
 	return nil
 }
 
-// buildAC fills h.ac from h.look. It is filled for DC tables too (and
-// unused there): which class a table serves is up to the scan.
+// buildAC fills h.ac from h.look. DC tables get one too: a DC symbol is a
+// size alone, which the entry reads as run 0 and that size (sizes from 16
+// up have a nonzero run nibble or size 0 and take the slow path).
 func (h *huffTable) buildAC() {
 	for i, e := range h.look {
 		h.ac[i] = 0

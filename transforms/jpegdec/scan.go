@@ -200,14 +200,23 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 	if br.n < 32 {
 		br.fill()
 	}
-	t, ok := br.decode(sc.dc)
-	if !ok {
-		return false, formatError("bad Huffman code")
+	if e := sc.dc.ac[br.acc>>(64-lookBits)]; e != 0 && e>>10&0x0f == 0 {
+		// A DC size below 16 with its bits in the lookahead (the table's
+		// "run" nibble is the size's high bits, zero for those).
+		l := uint(e) & 0x1f
+		br.acc <<= l
+		br.n -= l
+		*dc += e >> 16
+	} else {
+		t, ok := br.decode(sc.dc)
+		if !ok {
+			return false, formatError("bad Huffman code")
+		}
+		if t > 16 {
+			return false, unsupportedDC
+		}
+		*dc += br.receiveExtend(t)
 	}
-	if t > 16 {
-		return false, unsupportedDC
-	}
-	*dc += br.receiveExtend(t)
 	blk[0] = *dc * q[0]
 	if d.eobRun > 0 {
 		d.eobRun--
