@@ -17,9 +17,13 @@ import (
 // 12-bit, CMYK/YCCK: jpegdec.ErrUnsupported) go to image/jpeg at full size
 // and are counted in Counts.JPEGFallback.
 //
-// 4:2:0 and 4:2:2 planes in stored orientation reach the resampler as they
-// are (pixels.ycc), converted to RGB one row at a time at the decoded size;
-// the rest are converted to packed RGB first, as decodeStd does.
+// At 1/1, 4:2:0 and 4:2:2 planes in stored orientation reach the resampler
+// as they are (pixels.ycc), converted to RGB one row at a time with
+// image/jpeg's replicated chroma; scaled, jpegdec interpolates chroma to
+// the luma resolution first (FancyScaled, libjpeg's triangle filter: a
+// replicated chroma sample would cover 2x2 output-sized pixels and costs
+// accuracy, TestJPEGMatchesOpenCVArea). Everything else is converted to
+// packed RGB at the decoded size first, as decodeStd does.
 func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
 	nw, nh := g.NewW, g.NewH
 	if hdr.orientation >= 5 {
@@ -28,6 +32,7 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 	k := dctScaleDenom(hdr.storedW, hdr.storedH, nw, nh)
 	d := &t.jpeg.dec
 	d.MaxPixels = t.maxPixels
+	d.FancyScaled = true
 	m, err := d.Decode(data, k)
 	switch {
 	case errors.Is(err, jpegdec.ErrUnsupported):
@@ -83,7 +88,7 @@ func planesToRGB(dst []byte, m *image.YCbCr) {
 // version and settings, and the streams it leaves to image/jpeg (whose
 // pixels TestStdDecoderCanary pins, as no Go version is in the identity).
 var jpegIdentity = " jpeg=transforms/jpegdec/" + jpegdec.Version +
-	"(islow=image/jpeg-loeffler,reduced-idct=jidctred,chroma=replicate," +
+	"(islow=image/jpeg-loeffler,reduced-idct=jidctred,chroma=1/1:replicate,scaled:420-at-2x-dct-scale-else-triangle," +
 	"dct-scale=largest-of-1/2,1/4,1/8-with-src>=k*new-both-axes," +
 	"fallback=image/jpeg:progressive,arithmetic,12-bit,cmyk,ycck)"
 

@@ -171,20 +171,21 @@ func TestApplyTurboJPEGDoesNotAllocate(t *testing.T) {
 }
 
 // Bounds of TestJPEGDecMatchesTurboScaled, in 8-bit levels per channel of
-// the decoded (scaled, not yet resampled) RGB: jpegdec's reduced IDCTs
-// follow libjpeg's jidctred.c, and gray images come out identical (0/0);
-// color differs because libjpeg-turbo upsamples chroma with a triangle
-// filter where jpegdec replicates it (image/jpeg's convention), and at 1/1
-// also by the IDCT (image/jpeg's). Observed on jpegScaleInputs, whose
-// pixel-scale noise in every channel is the worst case for chroma: mean
-// <= 1.03, max <= 105 (single pixels at hard chroma edges).
-const (
-	turboScaledMeanBound = 1.5
-	turboScaledMaxBound  = 128
-)
+// the decoded (scaled, not yet resampled) RGB. Scaled, jpegdec decodes as
+// libjpeg-turbo does (jidctred-style reduced IDCTs, 4:2:0 chroma at twice
+// the luma's DCT scale, FancyScaled): gray images come out identical and
+// color differs by the YCbCr to RGB rounding (color.YCbCrToRGB's 16-bit
+// constants against libjpeg's tables). At 1/1 jpegdec is image/jpeg, with
+// replicated chroma where libjpeg-turbo interpolates. Observed on
+// jpegScaleInputs, whose pixel-scale noise in every channel is the worst
+// case for chroma: scaled mean <= 0.21, max 3; 1/1 mean <= 0.47, max 67.
+var turboScaledBounds = map[bool]struct{ mean, max float64 }{
+	true:  {mean: 0.3, max: 4},  // scaled
+	false: {mean: 0.6, max: 80}, // 1/1
+}
 
-// jpegdec's scaled decode stays within documented bounds of libjpeg-turbo's
-// at every DCT scale (and equals it nowhere by design: see the bounds).
+// jpegdec's decode stays within documented bounds of libjpeg-turbo's at
+// every DCT scale.
 func TestJPEGDecMatchesTurboScaled(t *testing.T) {
 	for _, in := range jpegScaleInputs(t) {
 		t.Run(in.name, func(t *testing.T) {
@@ -202,7 +203,7 @@ func TestJPEGDecMatchesTurboScaled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var d jpegdec.Decoder
+			d := jpegdec.Decoder{FancyScaled: true}
 			m, err := d.Decode(in.data, in.k)
 			if err != nil {
 				t.Fatal(err)
@@ -229,8 +230,8 @@ func TestJPEGDecMatchesTurboScaled(t *testing.T) {
 			}
 			mean := float64(sum) / float64(3*own.w*own.h)
 			t.Logf("1/%d vs libjpeg-turbo: |diff| mean %.3f, max %d", in.k, mean, maxDiff)
-			if mean > turboScaledMeanBound || maxDiff > turboScaledMaxBound {
-				t.Fatalf("|diff| mean %.3f max %d beyond %v / %v", mean, maxDiff, turboScaledMeanBound, turboScaledMaxBound)
+			if b := turboScaledBounds[in.k > 1]; mean > b.mean || float64(maxDiff) > b.max {
+				t.Fatalf("|diff| mean %.3f max %d beyond %v / %v", mean, maxDiff, b.mean, b.max)
 			}
 		})
 	}

@@ -120,6 +120,9 @@ type component struct {
 	plane   []byte
 	stride  int
 	scanned bool
+	// scale is the denominator of this component's IDCT: the Decoder's,
+	// or half of it for FancyScaled 4:2:0 chroma (see layoutPlanes).
+	scale int
 }
 
 // Decoder decodes JPEG streams. The zero value is ready to use; it is not
@@ -129,6 +132,14 @@ type Decoder struct {
 	// DefaultMaxPixels); larger ones fail with ErrTooLarge before any
 	// allocation.
 	MaxPixels int
+	// FancyScaled makes scaled decodes (1/2, 1/4, 1/8) of subsampled
+	// frames return 4:4:4 planes, as libjpeg-turbo does: chroma that is
+	// subsampled 2x on both axes (4:2:0) is decoded at twice the luma's
+	// DCT scale, other subsamplings are interpolated with libjpeg's
+	// triangle filter (upsampleChroma). At a reduced size a chroma sample
+	// would otherwise cover several output pixels, and replicating it
+	// shows. At 1/1 chroma is left as image/jpeg leaves it.
+	FancyScaled bool
 
 	data []byte
 	pos  int
@@ -149,8 +160,9 @@ type Decoder struct {
 	quant [maxTq + 1][blockSize]int32 // zig-zag order
 	huff  [2][maxTh + 1]huffTable     // [0] DC, [1] AC
 
-	planes []byte // all component planes, grown as needed
-	img    Image
+	planes    []byte // all component planes, grown as needed
+	upsampled []byte // FancyScaled chroma planes
+	img       Image
 }
 
 // Decode decodes data at 1/scale of its size (scale 1, 2, 4 or 8). Each
@@ -372,10 +384,18 @@ func (d *Decoder) layoutPlanes() {
 	h0, v0 := d.comp[0].h, d.comp[0].v
 	d.mxx = (d.width + 8*h0 - 1) / (8 * h0)
 	d.myy = (d.height + 8*v0 - 1) / (8 * v0)
-	bs := 8 / d.scale
 	total := 0
 	for i := 0; i < d.nComp; i++ {
 		c := &d.comp[i]
+		c.scale = d.scale
+		if i > 0 && d.FancyScaled && d.scale > 1 && h0 == 2*c.h && v0 == 2*c.v {
+			// 4:2:0-like chroma: a chroma block spans twice the
+			// luma's extent, so decoding it at twice the luma's scale
+			// gives chroma at the luma's resolution (libjpeg-turbo
+			// does the same) instead of interpolating it.
+			c.scale = d.scale / 2
+		}
+		bs := 8 / c.scale
 		c.stride = bs * c.h * d.mxx
 		total += c.stride * bs * c.v * d.myy
 	}
@@ -386,7 +406,7 @@ func (d *Decoder) layoutPlanes() {
 	off := 0
 	for i := 0; i < d.nComp; i++ {
 		c := &d.comp[i]
-		n := c.stride * bs * c.v * d.myy
+		n := c.stride * (8 / c.scale) * c.v * d.myy
 		c.plane = d.planes[off : off+n : off+n]
 		off += n
 	}
@@ -417,6 +437,11 @@ func (d *Decoder) finish() *Image {
 		Y: d.comp[0].plane, Cb: d.comp[1].plane, Cr: d.comp[2].plane,
 		YStride: d.comp[0].stride, CStride: d.comp[1].stride,
 		SubsampleRatio: d.subsampleRatio(), Rect: r,
+	}
+	if d.comp[1].scale != k {
+		img.YCbCr.SubsampleRatio = image.YCbCrSubsampleRatio444
+	} else if d.FancyScaled && k > 1 {
+		d.upsampleChroma(img)
 	}
 	return img
 }

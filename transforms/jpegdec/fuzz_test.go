@@ -19,8 +19,8 @@ var update = flag.Bool("update", false, "rewrite the FuzzDecode seed corpus in t
 const fuzzMaxPixels = 1 << 16
 
 // FuzzDecode is a differential fuzz target against image/jpeg: whatever the
-// bytes, Decode does not panic at any scale and its image has the size it
-// announces; where image/jpeg decodes a stream at 1/1, jpegdec gives the
+// bytes, Decode does not panic at any scale (FancyScaled or not) and its
+// image has the size it announces; where image/jpeg decodes a stream at 1/1, jpegdec gives the
 // same samples or declines with ErrUnsupported (image/jpeg then decides),
 // and where image/jpeg fails, jpegdec fails too. The seed corpus
 // (testdata/fuzz/FuzzDecode, go test -run TestFuzzSeeds -update) holds
@@ -30,11 +30,17 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var d Decoder
 		d.MaxPixels = fuzzMaxPixels
-		for _, k := range []int{8, 4, 2} {
-			if m, err := d.Decode(data, k); err == nil {
-				r := decodedImage(m).Bounds()
-				if r.Dx() != (m.Width+k-1)/k || r.Dy() != (m.Height+k-1)/k {
-					t.Fatalf("1/%d: bounds %v for %dx%d", k, r, m.Width, m.Height)
+		for _, fancy := range []bool{false, true} {
+			d.FancyScaled = fancy
+			for _, k := range []int{8, 4, 2} {
+				if m, err := d.Decode(data, k); err == nil {
+					r := decodedImage(m).Bounds()
+					if r.Dx() != (m.Width+k-1)/k || r.Dy() != (m.Height+k-1)/k {
+						t.Fatalf("1/%d: bounds %v for %dx%d", k, r, m.Width, m.Height)
+					}
+					if fancy && m.Color != ColorGray && m.YCbCr.SubsampleRatio != image.YCbCrSubsampleRatio444 {
+						t.Fatalf("1/%d FancyScaled: ratio %v", k, m.YCbCr.SubsampleRatio)
+					}
 				}
 			}
 		}

@@ -1,9 +1,9 @@
 package jpegdec
 
-// reconstruct turns a dequantized block into samples at the decoder's scale:
+// reconstruct turns a dequantized block into samples at scale 1/scale:
 // 8x8, 4x4, 2x2 or 1x1 of them at dst, rows stride apart.
-func (d *Decoder) reconstruct(blk *[blockSize]int32, dst []byte, stride int) {
-	switch d.scale {
+func reconstruct(blk *[blockSize]int32, scale int, dst []byte, stride int) {
+	switch scale {
 	case 1:
 		idct8(blk)
 		for y := 0; y < 8; y++ {
@@ -27,10 +27,10 @@ func (d *Decoder) reconstruct(blk *[blockSize]int32, dst []byte, stride int) {
 // by the same int32 expression (idct8: the DC row shortcut, then the
 // column pass's rounding and shifts; the reduced IDCTs: their zero-AC
 // shortcuts in both passes).
-func (d *Decoder) reconstructDC(dc int32, dst []byte, stride int) {
+func reconstructDC(dc int32, scale int, dst []byte, stride int) {
 	var v byte
-	n := 8 / d.scale
-	switch d.scale {
+	n := 8 / scale
+	switch scale {
 	case 1:
 		v = level8((dc<<17 + 1<<19) >> 20)
 	case 2, 4:

@@ -106,7 +106,6 @@ func (d *Decoder) decodeScan(scan []scanComp) error {
 	var dc [maxComponents]int32
 	var blk [blockSize]int32
 	mcu, expectedRST := 0, byte(markerRST0)
-	bs := 8 / d.scale
 	blockCount := 0
 	for my := 0; my < d.myy; my++ {
 		for mx := 0; mx < d.mxx; mx++ {
@@ -129,11 +128,12 @@ func (d *Decoder) decodeScan(scan []scanComp) error {
 					if err != nil {
 						return err
 					}
+					bs := 8 / c.scale
 					dst := c.plane[by*bs*c.stride+bx*bs:]
 					if hasAC {
-						d.reconstruct(&blk, dst, c.stride)
+						reconstruct(&blk, c.scale, dst, c.stride)
 					} else {
-						d.reconstructDC(blk[0], dst, c.stride)
+						reconstructDC(blk[0], c.scale, dst, c.stride)
 					}
 				}
 			}
