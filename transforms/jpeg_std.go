@@ -19,11 +19,12 @@ import (
 //
 // At 1/1, 4:2:0 and 4:2:2 planes in stored orientation reach the resampler
 // as they are (pixels.ycc), converted to RGB one row at a time with
-// image/jpeg's replicated chroma; scaled, jpegdec interpolates chroma to
-// the luma resolution first (FancyScaled, libjpeg's triangle filter: a
-// replicated chroma sample would cover 2x2 output-sized pixels and costs
-// accuracy, TestJPEGMatchesOpenCVArea). Everything else is converted to
-// packed RGB at the decoded size first, as decodeStd does.
+// image/jpeg's replicated chroma; scaled, jpegdec returns chroma at the
+// luma resolution (FancyScaled: 4:2:0 chroma decoded at twice the luma's
+// DCT scale, other subsamplings triangle-interpolated; replicating a
+// chroma sample that covers 2x2 output-sized pixels doubled the error
+// against OpenCV, TestJPEGMatchesOpenCVArea). Everything else is
+// converted to packed RGB at the decoded size first, as decodeStd does.
 func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
 	nw, nh := g.NewW, g.NewH
 	if hdr.orientation >= 5 {
