@@ -59,6 +59,7 @@ var buildSchema = arrow.NewSchema([]arrow.Field{
 	int64Field("bytes_written", false),
 	float64Field("samples_per_second", false),
 	float64Field("mb_per_second", false),
+	int64Field("jpeg_fallbacks", true),
 	stringField("source_fingerprint_sha256", false),
 	listField("phases", arrow.StructOf(stringField("phase", false), float64Field("seconds", false), stringField("clock", false))),
 }, nil)
@@ -111,8 +112,13 @@ func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport, befor
 	}
 	rb.Field(13).(*array.Float64Builder).Append(r.SamplesPerSecond)
 	rb.Field(14).(*array.Float64Builder).Append(r.MBPerSecond)
-	str(15).Append(m.SourceFingerprint.SHA256)
-	phases := rb.Field(16).(*array.ListBuilder)
+	if r.JPEGFallbacks != nil {
+		i64(15).Append(*r.JPEGFallbacks)
+	} else {
+		i64(15).AppendNull()
+	}
+	str(16).Append(m.SourceFingerprint.SHA256)
+	phases := rb.Field(17).(*array.ListBuilder)
 	ph := phases.ValueBuilder().(*array.StructBuilder)
 	phases.Append(true)
 	for _, p := range reportPhases(r, beforePublish) {

@@ -272,6 +272,7 @@ func checkBuildParquet(t *testing.T, rows []map[string]any, m *warehouse.Manifes
 	for col, want := range map[string]int64{
 		"created_at_ms": m.CreatedAtMs, "started_at_ms": r.StartedAtMs, "workers": int64(r.Workers), "input_samples": r.InputSamples,
 		"samples": r.Samples, "skipped": r.Skipped, "shards": int64(r.Shards), "bytes_written": r.BytesWritten,
+		"jpeg_fallbacks": r.JPEGFallbacks,
 	} {
 		if got := asInt(t, row[col]); got != want {
 			t.Errorf("build.parquet %s = %d, want %d", col, got, want)

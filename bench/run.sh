@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Interleaved benchmark: `warehouse-etl build` (pure Go and -tags turbojpeg)
 # against the OpenCV + NumPy reference (bench/reference.py), same inputs,
-# same output tensors (640x640 letterbox, CHW f16).
+# same output tensors (SIZExSIZE letterbox, CHW f16; SIZE 640 by default).
 #
 #   bash bench/run.sh                 # defaults below
 #   REPEATS=3 FRAMES=50 bash bench/run.sh
+#   SIZE=384 WORKERS=1 RSS_SAMPLES= bash bench/run.sh   # 384x384, one worker, no RSS runs
 #
 # Needs Go, and from Debian: imagemagick python3-opencv python3-numpy
 # libturbojpeg0-dev (the script installs nothing).
@@ -42,6 +43,7 @@ FORMATS=${FORMATS:-"jpeg png"}
 RSS_SAMPLES=${RSS_SAMPLES:-"200 2000"}
 RSS_REPEATS=${RSS_REPEATS:-3}   # peak RSS is the median of these builds
 INTERP=${INTERP:-area}      # reference resize: area (antialiased) or linear
+SIZE=${SIZE:-640}           # letterbox target: SIZE x SIZE
 PY=/usr/bin/python3         # Debian's python sees python3-opencv and python3-numpy
 
 for tool in go convert taskset /usr/bin/time "$PY"; do
@@ -71,7 +73,7 @@ config() {
   cat >"$BENCH_DIR/cfg/$1.jsonc" <<EOF
 {
   "source": {"kind": "capture", "root": "$2"},
-  "target_size": [640, 640],
+  "target_size": [$SIZE, $SIZE],
   "resize_mode": "letterbox",
   "pad_value": 0,
   "dtype": "f16",
@@ -101,7 +103,7 @@ run_impl() {
   case $impl in
     ref) rm -f "$BENCH_DIR/out/ref.bin"
       timed ref "$fmt" "$w" "$PY" bench/reference.py --root "$BENCH_DIR/data/$fmt" \
-      --out "$BENCH_DIR/out/ref.bin" --size 640 --procs "$w" --interp "$INTERP" ;;
+      --out "$BENCH_DIR/out/ref.bin" --size "$SIZE" --procs "$w" --interp "$INTERP" ;;
     go | turbojpeg)
       rm -rf "$BENCH_DIR/out/$impl-$fmt"
       config "$impl-$fmt" "$BENCH_DIR/data/$fmt"
@@ -130,10 +132,10 @@ for fmt in $FORMATS; do
   for impl in go turbojpeg; do
     run_impl "$impl" "$fmt" 2
     shard=$(ls "$BENCH_DIR"/out/"$impl-$fmt"/latest/shards/*.twh | head -1)
-    "$PY" - "$shard" "$BENCH_DIR/out/ref.bin" "$impl" "$fmt" <<'EOF'
+    "$PY" - "$shard" "$BENCH_DIR/out/ref.bin" "$impl" "$fmt" "$SIZE" <<'EOF'
 import sys, numpy as np
-shard, ref, impl, fmt = sys.argv[1:]
-n = 3 * 640 * 640
+shard, ref, impl, fmt, size = sys.argv[1:]
+n = 3 * int(size) * int(size)
 ours = np.fromfile(shard, np.float16, count=n, offset=80).astype(np.float32)
 theirs = np.fromfile(ref, np.float16, count=n).astype(np.float32)
 print(f"{impl:9s} {fmt}: mean |diff| = {np.abs(ours - theirs).mean() * 255:.2f}")
@@ -178,9 +180,9 @@ for rep in $(seq "$RSS_REPEATS"); do
 done
 
 echo "== summary" >&2
-"$PY" - "$results" "$RUNS" "$FRAMES" "$INTERP" <<'EOF'
+"$PY" - "$results" "$RUNS" "$FRAMES" "$INTERP" "$SIZE" <<'EOF'
 import collections, statistics, sys
-path, runs, frames, interp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, runs, frames, interp, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 n = runs * frames
 wall = collections.defaultdict(list)
 cpu = collections.defaultdict(list)
@@ -196,7 +198,7 @@ for line in open(path):
 mw = {k: statistics.median(v) for k, v in wall.items()}
 mc = {k: statistics.median(v) for k, v in cpu.items()}
 reps = max((len(v) for v in wall.values()), default=0)
-print(f"{n} samples per build, medians of {reps} interleaved runs; reference resize INTER_{interp.upper()}")
+print(f"{n} samples per build, letterbox {size}x{size}, medians of {reps} interleaved runs; reference resize INTER_{interp.upper()}")
 print("wall = elapsed seconds; cpu = user+system CPU seconds (robust to other load on the machine)")
 print("| input | workers | reference wall / cpu s | pure Go wall / cpu s | turbojpeg wall / cpu s | pure Go vs ref (wall, cpu) | turbojpeg vs ref (wall, cpu) |")
 print("|---|---:|---:|---:|---:|---:|---:|")

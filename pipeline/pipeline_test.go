@@ -18,8 +18,10 @@ import (
 	"testing"
 
 	"warehouse-etl/config"
+	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
+	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -117,6 +119,47 @@ func testConfig(t testing.TB, samplesPerShard int) *config.Config {
 	cfg.ShardTargetMB = float64(int64(samplesPerShard)*l.SampleBytes()+200) / (1 << 20)
 	cfg.Thresholds = validate.Thresholds{}
 	return &cfg
+}
+
+// The report counts the JPEGs left to image/jpeg: a CMYK one (a fallback
+// in both builds) among a baseline JPEG and PNGs.
+func TestReportCountsJPEGFallbacks(t *testing.T) {
+	cmyk, err := os.ReadFile("../transforms/testdata/stdcanary/cmyk.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newMemSource(t, 4)
+	for i, data := range [][]byte{cmyk, testfiles.Image(t, "jpeg", 10, 10)} {
+		name := src.samples[i].ImagePath
+		src.images[name] = data
+		w, h, _, err := transforms.DecodeConfig(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.samples[i].Width, src.samples[i].Height = w, h
+	}
+	res, err := Build(context.Background(), Options{Config: testConfig(t, 4), Source: src, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Report.JPEGFallbacks != 1 {
+		t.Fatalf("jpeg_fallbacks = %d, want 1 (the CMYK JPEG)", res.Report.JPEGFallbacks)
+	}
+	// A partitioned build counts it where the shard is built and reports
+	// it from the shard records at commit.
+	cfg := testConfig(t, 1)
+	for i := range 2 {
+		if _, err := BuildPartition(context.Background(), Options{Config: cfg, Source: src, Workers: 1}, Partition{i, 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = Commit(context.Background(), CommitOptions{Options: Options{Config: cfg, Source: src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Report.JPEGFallbacks != 1 {
+		t.Fatalf("partitioned: jpeg_fallbacks = %d, want 1", res.Report.JPEGFallbacks)
+	}
 }
 
 // A full-decode failure in the last shard after it was opened: the sample

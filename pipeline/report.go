@@ -67,7 +67,12 @@ type Report struct {
 	BytesWritten     int64            `json:"bytes_written"`
 	SamplesPerSecond float64          `json:"samples_per_second"`
 	MBPerSecond      float64          `json:"mb_per_second"`
-	Phases           Phases           `json:"phases_seconds"`
+	// JPEGFallbacks counts the JPEG samples the build's JPEG decoder left
+	// to image/jpeg (transforms.Counts.JPEGFallback): progressive,
+	// arithmetic-coded, 12-bit and CMYK files in the pure-Go build, CMYK
+	// in the turbojpeg build. They decode at full size, more slowly.
+	JPEGFallbacks int64  `json:"jpeg_fallbacks"`
+	Phases        Phases `json:"phases_seconds"`
 }
 
 // Phases are wall-clock seconds per pipeline phase, except Read, Decode,
@@ -78,7 +83,7 @@ type Phases struct {
 	Validate  float64 `json:"validate"`  // reason codes, geometry and box plans, summary, thresholds
 	Read      float64 `json:"read"`      // image file reads, summed over workers
 	Decode    float64 `json:"decode"`    // header, decompression, EXIF orientation, summed over workers
-	Resize    float64 `json:"resize"`    // both resampler passes (with image/jpeg's YCbCr->RGB), summed over workers
+	Resize    float64 `json:"resize"`    // both resampler passes (with the JPEG decoders' row-by-row YCbCr->RGB), summed over workers
 	Normalize float64 `json:"normalize"` // lookup-table conversion and padding, summed over workers
 	Write     float64 `json:"write"`     // pass 2 wall time: transform pool and ordered shard writes
 	Publish   float64 `json:"publish"`   // manifest, fsync, rename
@@ -96,6 +101,7 @@ func newReport(b *builder, start time.Time) *Report {
 func (r *Report) finish(m *warehouse.Manifest, w *writeResult) {
 	t := m.Summary.Total
 	r.InputSamples, r.Samples, r.Skipped = t.Total, t.Kept, t.Skipped
+	r.JPEGFallbacks = w.jpegFallbacks
 	r.SkippedByReason = map[string]int64{}
 	for reason, n := range t.ByReason {
 		switch reason.Class() {

@@ -94,7 +94,10 @@ type shardRecord struct {
 	SHA256       string        `json:"sha256"`
 	Late         []lateFailure `json:"late"`
 	Sums         imageSums     `json:"sums"`
-	BuiltBy      string        `json:"built_by"`
+	// JPEGFallbacks counts the shard's samples that the JPEG decoder left
+	// to image/jpeg (build_report.json's jpeg_fallbacks).
+	JPEGFallbacks int64  `json:"jpeg_fallbacks"`
+	BuiltBy       string `json:"built_by"`
 }
 
 // lateFailure is a planned sample whose full decode failed.

@@ -23,14 +23,15 @@ import (
 
 // job is one planned sample travelling through pass 2.
 type job struct {
-	p       *plannedSample
-	planIdx int64  // position among the planned (kept) samples: decides the shard
-	ord     int64  // position among the samples this run builds: the writer's order
-	image   []byte // transformed CHW tensor
-	lateErr error  // full decode failed after pass 1 accepted the header
-	sums    channelSums
-	readNs  int64
-	xformNs int64
+	p        *plannedSample
+	planIdx  int64  // position among the planned (kept) samples: decides the shard
+	ord      int64  // position among the samples this run builds: the writer's order
+	image    []byte // transformed CHW tensor
+	lateErr  error  // full decode failed after pass 1 accepted the header
+	fallback bool   // the JPEG decoder left it to image/jpeg (transforms.Counts)
+	sums     channelSums
+	readNs   int64
+	xformNs  int64
 }
 
 // writeResult is what the shards of a version add up to.
@@ -40,6 +41,9 @@ type writeResult struct {
 	sums    imageSums // image statistics over the kept samples
 	bytes   int64
 	spp     int
+	// jpegFallbacks counts the samples decoded by image/jpeg, from the
+	// shard records: the same whichever processes built the shards.
+	jpegFallbacks int64
 }
 
 // shardPlan is the plan's division into shards.
@@ -300,7 +304,9 @@ func (b *builder) transform(tr *transforms.Transformer, j *job) (read time.Durat
 	}
 	var g transforms.Geometry
 	if im.Encoded != nil {
+		before := tr.Counts().JPEGFallback
 		g, err = tr.Apply(im.Encoded, j.image)
+		j.fallback = tr.Counts().JPEGFallback > before
 	} else {
 		g, err = tr.ApplyRGB(im.Pixels, im.Width, im.Height, im.Stride, j.image)
 	}
@@ -360,6 +366,9 @@ func (s *shardSink) put(j *job) error {
 		}}
 	}
 	c := s.cur
+	if j.fallback {
+		c.rec.JPEGFallbacks++
+	}
 	if k != c.k {
 		return fmt.Errorf("pipeline: planned sample %d reached %s before %s was complete", j.planIdx, shardID(k), shardID(c.k))
 	}
@@ -487,6 +496,7 @@ func (b *builder) assemble(ctx context.Context, tmp string, st *staging, scan *s
 			late[f.Seq] = f.Error
 		}
 		out.sums.merge(&r.Sums)
+		out.jpegFallbacks += r.JPEGFallbacks
 		if r.Samples == 0 {
 			continue // every planned sample failed late: no file
 		}

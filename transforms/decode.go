@@ -9,7 +9,6 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
-	"runtime"
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
@@ -69,14 +68,21 @@ var imageFormats = [...]imageFormat{
 }
 
 // DecoderIdentity names everything besides Spec that decides output pixels:
-// the Go toolchain (whose image/png, image/jpeg and image/gif decode the
-// common formats), golang.org/x/image, x448/float16 and this package's own
-// pixel code. It goes into the warehouse version key, so a toolchain or
-// dependency upgrade makes a new version instead of mixing pixels of two
-// decoders in one warehouse.
+// golang.org/x/image, x448/float16, this package's own pixel code and the
+// JPEG decoder (jpegdec with its version and settings, or the linked
+// libjpeg-turbo). It goes into the warehouse version key, so a dependency
+// upgrade makes a new version instead of mixing pixels of two decoders in
+// one warehouse.
+//
+// The Go toolchain is not named: image/png and image/gif decode exactly by
+// their specs, the common JPEGs are decoded by jpegdec (or libjpeg-turbo),
+// and the pixel code is integer or explicitly rounded, so a Go upgrade
+// alone gives the same bytes. What the standard decoders still decide (the
+// JPEGs left to image/jpeg: progressive, CMYK) is pinned by
+// TestStdDecoderCanary, which fails on an upgrade that changes a pixel and
+// asks for a pixelCodeVersion bump.
 func DecoderIdentity() string {
 	return "transforms/" + pixelCodeVersion +
-		" go=" + runtime.Version() +
 		" x/image=" + xImageVersion +
 		" float16=" + float16Version +
 		" formats=png,jpeg,gif,bmp,tiff,webp" +

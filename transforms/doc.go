@@ -4,10 +4,11 @@
 //
 // The output is bit-identical on every run, for every worker count and on
 // every CPU architecture; the rules that guarantee it are listed under
-// Determinism below. It imports nothing of this module: decoders come from
-// the standard library and golang.org/x/image (plus this package's own PNG
-// fast path, and libjpeg-turbo in the turbojpeg build), float16 rounding
-// from github.com/x448/float16.
+// Determinism below. It imports nothing of this module outside itself:
+// decoders come from the standard library and golang.org/x/image, plus this
+// package's own PNG fast path and JPEG decoder (transforms/jpegdec), or
+// libjpeg-turbo in the turbojpeg build; float16 rounding from
+// github.com/x448/float16.
 //
 // # Pipeline
 //
@@ -15,7 +16,8 @@
 //	  -> readHeader      format by magic bytes, size from the header only,
 //	                     limits checked, EXIF orientation (JPEG)
 //	  -> decoder         PNG: own fast path (8-bit RGB/RGBA) else image/png;
-//	                     JPEG: image/jpeg, or libjpeg-turbo (-tags turbojpeg);
+//	                     JPEG: jpegdec (DCT-scaled) else image/jpeg, or
+//	                     libjpeg-turbo (-tags turbojpeg);
 //	                     image/gif, x/image bmp/tiff/webp
 //	  -> convertToRGB    packed 8-bit RGB, alpha dropped (std decoders only;
 //	                     the fast paths hand over RGB or RGBA rows as they are)
@@ -25,9 +27,9 @@
 //	out: [3][Height][Width] elements, planes R, G, B; pad value around the image
 //
 // A Transformer owns every buffer of this chain and reuses it: on the PNG
-// fast path and the libjpeg-turbo path, Apply allocates nothing once the
-// buffers have grown to the image size (image/jpeg and the other standard
-// decoders allocate their image per call).
+// fast path and the jpegdec and libjpeg-turbo paths, Apply allocates
+// nothing once the buffers have grown to the image size (image/jpeg and the
+// other standard decoders allocate their image per call).
 //
 // # Fast PNG
 //
@@ -40,6 +42,41 @@
 // declines (another kind of PNG, or anything unusual or broken) goes to
 // image/png, which decides. FuzzPNG and FuzzInflate check both promises
 // against image/png and compress/zlib.
+//
+// # JPEG (default build)
+//
+// transforms/jpegdec decodes sequential Huffman JPEGs (baseline and
+// extended, 8-bit, gray or three components with any sampling factors
+// image/jpeg accepts: 4:4:4, 4:2:2, 4:2:0, 4:4:0, 4:1:1, 4:1:0; restart
+// intervals; Adobe APP14 RGB) into planar Y, Cb, Cr in reusable buffers.
+// It shrinks in the DCT domain by the rule of the turbojpeg build below
+// (largest k of 2, 4, 8 with stored size >= k * new size on both axes):
+// reduced inverse DCTs after libjpeg's jidctred.c emit 4x4, 2x2 or 1x1
+// samples per block, so 1920x1080 into 384x384 decodes at 480x270 and the
+// antialiased resampler makes the last step. Scaled, chroma comes out at
+// the luma's resolution as libjpeg-turbo makes it: 4:2:0 chroma blocks are
+// decoded at twice the luma's DCT scale, other subsamplings interpolated
+// with libjpeg's triangle filter (replicating a chroma sample that covers
+// 2x2 or 4x4 output-sized pixels doubled the error against OpenCV), and
+// the 4:4:4 planes are converted to RGB at the decoded size. At 1/1, 4:2:0
+// and 4:2:2 planes go to the resampler as they are and are converted a
+// row at a time (image/jpeg's replicated chroma). Converting after the
+// resampler instead (three planes resampled, RGB at the output size) would
+// save at most the conversion, a few percent of the transform in the
+// profile, so the simpler order stays.
+// At 1/1 the samples equal image/jpeg's exactly (its IDCT, same layout;
+// TestMatchesImageJPEG on an ImageMagick corpus, FuzzDecode against
+// image/jpeg). Scaled, per channel over the letterboxed output, |difference|
+// from image/jpeg at full size then resampled has mean <= 1.5, 99th
+// percentile <= 8 and max <= 100 levels of 255 on the tests' noisy images
+// (TestJPEGMatchesImageJPEG, observed 1.17, 6, 43); against libjpeg-turbo's
+// scaled decode, mean <= 0.3 and max <= 4 (TestJPEGDecMatchesTurboScaled,
+// turbojpeg tag); against OpenCV's INTER_AREA on a bench-like 1080p frame,
+// mean <= 1.0 at 384 and 640 (TestJPEGMatchesOpenCVArea, observed 0.69 and
+// 0.67); jpegdec's own tests bound the scaled planes against box means of
+// the full-size planes. Progressive, arithmetic,
+// 12-bit, CMYK/YCCK streams go to image/jpeg at full size and are counted
+// (Counts.JPEGFallback, build_report.json's jpeg_fallbacks).
 //
 // # libjpeg-turbo (build tag turbojpeg)
 //
@@ -55,7 +92,7 @@
 // inside the resize. CMYK/YCCK files go to image/jpeg. The pixels differ from image/jpeg's (another IDCT and chroma
 // upsampling, and the DCT-domain downscale): per channel, |difference| has
 // mean <= 1.5, 99th percentile <= 8 and max <= 80 levels of 255 on the
-// tests' images (TestTurboJPEGMatchesImageJPEG); the build's
+// tests' images (TestJPEGMatchesImageJPEG); the build's
 // DecoderIdentity differs, so its warehouses are other versions. The
 // default build never needs a C compiler.
 //
@@ -95,9 +132,10 @@
 // ErrDecode (use errors.Is); a decoder panic on hostile input is recovered
 // and reported as ErrDecode as well. GIF decodes the first frame only; if it
 // covers only part of the logical screen the rest is black. The header size
-// of a non-paletted PNG (its leading IHDR) and, in the turbojpeg build, of a
-// JPEG (its first SOF0-2) is read without allocating; anything else is left
-// to the format's DecodeConfig (FuzzDecodeConfig checks they agree).
+// of a non-paletted PNG (its leading IHDR) and of a JPEG (its first SOF0-2)
+// is read without allocating; anything else is left to the format's
+// DecodeConfig (FuzzDecodeConfig checks they agree). jpegdec checks the
+// frame size against the limit again before it allocates its planes.
 //
 // # Alpha
 //
@@ -154,7 +192,7 @@
 // # Determinism
 //
 //   - No floating point per pixel: pixels go through integer arithmetic and
-//     lookup tables only.
+//     lookup tables only (jpegdec's IDCTs included).
 //   - The resampler weights are computed in integers; the few float
 //     computations (normalization tables, MapBox) contain no multiply-add
 //     that a compiler could fuse into an FMA (the Go spec allows fusion
@@ -162,11 +200,15 @@
 //   - No map iteration, goroutines or timing inside; a Transformer is
 //     single-threaded and its cached state never changes a result (tests
 //     interleave sizes and compare against fresh Transformers).
-//   - Everything outside this package that decides pixels is named by
-//     DecoderIdentity (Go toolchain, x/image and float16 versions, this
-//     package's pixel code version; in the turbojpeg build also the
-//     libjpeg-turbo release, its settings and the DCT scaling rule), which
-//     goes into the warehouse version key. Bump pixelCodeVersion with any
+//   - Everything that decides pixels is named by DecoderIdentity (x/image
+//     and float16 versions, this package's pixel code version, the JPEG
+//     decoder: jpegdec's version and settings, or the libjpeg-turbo release,
+//     its settings and the DCT scaling rule), which goes into the warehouse
+//     version key. The Go toolchain is not: PNG and GIF decode exactly by
+//     spec, the common JPEGs are jpegdec's, and TestStdDecoderCanary pins
+//     what image/jpeg, image/png and image/gif make of a checked-in corpus
+//     (progressive and CMYK JPEG among it), so a Go upgrade that changes a
+//     pixel fails the tests instead of passing silently. Bump pixelCodeVersion with any
 //     change that can alter an output byte; testdata/golden holds sha256
 //     sums of outputs that catch it (outputs.sha256 for the default build,
 //     outputs-turbojpeg.sha256 for the turbojpeg build).

@@ -62,9 +62,6 @@ var jpegIdentity = " jpeg=libjpeg-turbo/" + turboJPEGVersion +
 	"(static,islow,fancy-upsampling,stop-on-warning," +
 	"dct-scale=largest-of-1/2,1/4,1/8-with-src>=k*new-both-axes,cmyk=image/jpeg)"
 
-// dctScales are the DCT-domain scale denominators tried, largest first.
-var dctScales = [...]int{8, 4, 2}
-
 // jpegState is the per-Transformer TurboJPEG handle, created on first use
 // and destroyed when the Transformer is collected.
 type jpegState struct {
@@ -81,20 +78,6 @@ func init() {
 			panic(fmt.Sprintf("transforms: libjpeg-turbo does not offer scaling factor 1/%d", d))
 		}
 	}
-}
-
-// dctScaleDenom returns the DCT scaling denominator for a stored w x h JPEG
-// that will be resampled to the stored-orientation size nw x nh: the
-// largest k in 8, 4, 2 with w >= k*nw and h >= k*nh, else 1. The scaled
-// image, ceil(w/k) x ceil(h/k), is then at least the new size on both
-// axes, and the antialiased resampler still makes the last step.
-func dctScaleDenom(w, h, nw, nh int) int {
-	for _, k := range dctScales {
-		if w >= k*nw && h >= k*nh {
-			return k
-		}
-	}
-	return 1
 }
 
 // decodeJPEG decodes with libjpeg-turbo into t.decoded, shrinking in the
@@ -121,6 +104,7 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 			ErrDecode, hd[0], hd[1], hdr.storedW, hdr.storedH)
 	}
 	if colorspace := hd[3]; colorspace == C.TJCS_CMYK || colorspace == C.TJCS_YCCK {
+		t.counts.JPEGFallback++
 		return t.decodeStd(data, hdr, g)
 	}
 	nw, nh := g.NewW, g.NewH
@@ -135,27 +119,4 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 		return pixels{}, fmt.Errorf("%w: jpeg data: %s", ErrDecode, C.GoString(C.tjGetErrorStr2(h)))
 	}
 	return t.orientRGB(t.decoded, sw, sh, hdr.orientation), nil
-}
-
-// jpegQuickSize reads the frame size from the first SOF0, SOF1 or SOF2
-// segment (the ones image/jpeg decodes) without allocating: this build's
-// decoder allocates nothing per image, jpeg.DecodeConfig 13 KiB. It
-// declines (and jpeg.DecodeConfig decides) for anything else: no SOF
-// before SOS, another SOF type, a zero size (DNL), a short segment.
-// decodeJPEG checks the size against libjpeg-turbo's own header parse.
-//
-//	SOFn payload := precision(1) height(2) width(2) components(1) ...
-func jpegQuickSize(data []byte) (w, h int, ok bool) {
-	jpegSegments(data, func(marker byte, payload []byte) bool {
-		if marker < 0xC0 || marker > 0xCF || marker == 0xC4 || marker == 0xC8 || marker == 0xCC {
-			return true // not a frame header (DHT, JPG, DAC)
-		}
-		if marker <= 0xC2 && len(payload) >= 6 && payload[0] == 8 {
-			h = int(payload[1])<<8 | int(payload[2])
-			w = int(payload[3])<<8 | int(payload[4])
-			ok = w > 0 && h > 0
-		}
-		return false
-	})
-	return w, h, ok
 }

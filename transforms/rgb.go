@@ -153,6 +153,20 @@ func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
 	}
 	b := m.Bounds()
 	r := m.Rect
+	if xs == 0 && ys == 0 && r.Min == (image.Point{}) {
+		// 4:4:4 at the origin (jpegdec's scaled output): whole rows.
+		w := r.Max.X
+		for y := range r.Max.Y {
+			yrow := m.Y[y*m.YStride : y*m.YStride+w]
+			cb := m.Cb[y*m.CStride : y*m.CStride+w]
+			cr := m.Cr[y*m.CStride : y*m.CStride+w]
+			d := dst[y*stride : y*stride+3*w]
+			for x := range yrow {
+				d[3*x], d[3*x+1], d[3*x+2] = ycbcrToRGB(yrow[x], cb[x], cr[x])
+			}
+		}
+		return true
+	}
 	if xs == 1 && r.Min == (image.Point{}) {
 		// 4:2:0 and 4:2:2 as image/jpeg returns them (origin 0,0): one
 		// chroma sample per pixel pair, see convertYCbCrRow2.

@@ -27,6 +27,7 @@ type Transformer struct {
 	horizontal, vertical axisWeights // cached for the last source/target sizes
 
 	timings Timings
+	counts  Counts
 }
 
 // Timings is the time a Transformer has spent in each step since it was
@@ -34,14 +35,27 @@ type Transformer struct {
 // EXIF orientation (zero for ApplyRGB's raw frames); Normalize is the
 // lookup-table conversion into the output tensor and its padding; Resize is
 // the rest of the work: both resampler passes, including the YCbCr to RGB
-// conversion that image/jpeg's output gets row by row on its way into the
-// horizontal pass.
+// conversion that 4:2:0 and 4:2:2 JPEG planes get row by row on their way
+// into the horizontal pass.
 type Timings struct {
 	Decode, Resize, Normalize time.Duration
 }
 
 // Timings returns the Transformer's cumulative step times.
 func (t *Transformer) Timings() Timings { return t.timings }
+
+// Counts tallies which decoder paths a Transformer's images took, for build
+// reports.
+type Counts struct {
+	// JPEGFallback counts JPEG images the build's own JPEG decoder left
+	// to image/jpeg: progressive, arithmetic-coded, 12-bit and CMYK/YCCK
+	// streams in the pure-Go build (jpegdec.ErrUnsupported), CMYK/YCCK in
+	// the turbojpeg build. Those decode at full size, more slowly.
+	JPEGFallback int64
+}
+
+// Counts returns the Transformer's cumulative decoder path counts.
+func (t *Transformer) Counts() Counts { return t.counts }
 
 // NewTransformer validates s and builds the normalization tables.
 func NewTransformer(s Spec) (*Transformer, error) {
@@ -124,12 +138,12 @@ func (t *Transformer) checkOut(out []byte) error {
 // which the first three are R, G, B (bpp 3: packed RGB; bpp 4: RGBA, the
 // alpha byte is skipped). The rows are in displayed orientation. w and h
 // may be smaller than the source's size when the decoder scaled the image
-// down on the way (libjpeg-turbo's DCT scaling); the resampler then
-// continues from that size.
+// down on the way (jpegdec's or libjpeg-turbo's DCT scaling); the
+// resampler then continues from that size.
 //
-// ycc, when set, replaces pix: image/jpeg's 4:2:0 or 4:2:2 YCbCr, converted
-// to RGB one row at a time as the resampler reads it (convertYCbCrRow2),
-// so no full-size RGB copy is written and read back.
+// ycc, when set, replaces pix: 4:2:0 or 4:2:2 YCbCr planes (jpegdec's or
+// image/jpeg's), converted to RGB one row at a time as the resampler reads
+// it (convertYCbCrRow2), so no full-size RGB copy is written and read back.
 type pixels struct {
 	pix               []byte
 	w, h, stride, bpp int

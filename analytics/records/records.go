@@ -126,6 +126,7 @@ type BuildReport struct {
 	BytesWritten     int64   `json:"bytes_written"`
 	SamplesPerSecond float64 `json:"samples_per_second"`
 	MBPerSecond      float64 `json:"mb_per_second"`
+	JPEGFallbacks    *int64  `json:"jpeg_fallbacks"` // nil in reports written before it
 	Phases           struct {
 		Scan      float64 `json:"scan"`
 		Validate  float64 `json:"validate"`
@@ -159,6 +160,9 @@ func DecodeBuildReport(raw []byte) (*BuildReport, error) {
 		if v < 0 {
 			return nil, fmt.Errorf("%s is %d", name, v)
 		}
+	}
+	if r.JPEGFallbacks != nil && (*r.JPEGFallbacks < 0 || *r.JPEGFallbacks > r.Samples) {
+		return nil, fmt.Errorf("jpeg_fallbacks is %d of %d samples", *r.JPEGFallbacks, r.Samples)
 	}
 	p := r.Phases
 	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
