@@ -60,7 +60,7 @@ const pixelCodeVersion = "1"
 var imageFormats = [...]imageFormat{
 	{"png", "\x89PNG\r\n\x1a\n", png.Decode, png.DecodeConfig, (*Transformer).decodePNG, pngQuickSize},
 	{"jpeg", "\xff\xd8", jpeg.Decode, jpeg.DecodeConfig, (*Transformer).decodeJPEG, jpegQuickSize},
-	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig, (*Transformer).decodeStd, nil},
+	{"gif", "GIF8?a", gif.Decode, gif.DecodeConfig, (*Transformer).decodeGIF, nil},
 	{"bmp", "BM????\x00\x00\x00\x00", bmp.Decode, bmp.DecodeConfig, (*Transformer).decodeBMP, nil},
 	{"tiff", "II*\x00", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},
 	{"tiff", "MM\x00*", tiff.Decode, tiff.DecodeConfig, (*Transformer).decodeStd, nil},

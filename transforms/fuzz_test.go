@@ -251,3 +251,100 @@ func claimedSizeBMP() []byte {
 	b = binary.LittleEndian.AppendUint16(b, 24)
 	return append(b, make([]byte, 24)...)
 }
+
+// A JPEG header declaring 8000x8000 with a few bytes of scan data is
+// refused before any decoder sizes a buffer from it (jpegDataCanHold): it
+// made Apply allocate 183 MiB through image/jpeg. Valid files pass.
+func TestJPEGClaimedSize(t *testing.T) {
+	valid := encodeJPEG(t, rgbToRGBA(gradientNoiseRGB(40, 30, 21, 30), 40, 30), 90)
+	data := claimedSizeJPEG(t, valid)
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	out := make([]byte, tr.spec.OutputBytes())
+	var err error
+	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
+		t.Errorf("Apply allocated %d bytes", n)
+	}
+	if !errors.Is(err, ErrDecode) || !errors.Is(err, errJPEGShortScan) {
+		t.Errorf("Apply: %v, want ErrDecode and errJPEGShortScan", err)
+	}
+	if !jpegDataCanHold(valid) {
+		t.Error("jpegDataCanHold refuses a valid JPEG")
+	}
+	if _, err := tr.Apply(valid, out); err != nil {
+		t.Errorf("valid JPEG: %v", err)
+	}
+	// Every JPEG in the repository (baseline, progressive, CMYK, EXIF
+	// orientation, the COCO and YOLO datasets): all held.
+	var files []string
+	for _, pat := range []string{"testdata/*/*.jpg", "../testdata/*/*/*.jpg", "../testdata/*/*/*/*.jpg", "../testdata/*/*/*/*/*.jpg"} {
+		m, _ := filepath.Glob(pat)
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found %d JPEG files", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !jpegDataCanHold(b) {
+			t.Errorf("jpegDataCanHold refuses %s", f)
+		}
+	}
+}
+
+// claimedSizeJPEG is a valid JPEG's segments with its frame size set to
+// 8000x8000 and its scan data cut to 16 bytes.
+func claimedSizeJPEG(t *testing.T, valid []byte) []byte {
+	t.Helper()
+	b := append([]byte(nil), valid...)
+	for i := 2; i+9 < len(b); {
+		if b[i] != 0xFF {
+			t.Fatal("claimedSizeJPEG: lost the segment chain")
+		}
+		m := b[i+1]
+		n := int(b[i+2])<<8 | int(b[i+3])
+		if m == 0xC0 || m == 0xC1 {
+			b[i+5], b[i+6], b[i+7], b[i+8] = 8000>>8, 8000&255, 8000>>8, 8000&255
+		}
+		if m == 0xDA {
+			return b[:i+2+n+16]
+		}
+		i += 2 + n
+	}
+	t.Fatal("claimedSizeJPEG: no SOS")
+	return nil
+}
+
+// A GIF whose first frame declares 8000x8000 with no image data is
+// refused before image/gif allocates the frame (gifDataCanHold); it made
+// Apply allocate 61 MiB. Valid files pass.
+func TestGIFClaimedSize(t *testing.T) {
+	b := []byte("GIF89a")
+	b = binary.LittleEndian.AppendUint16(b, 8000)
+	b = binary.LittleEndian.AppendUint16(b, 8000)
+	b = append(b, 0, 0, 0, 0x2C, 0, 0, 0, 0)
+	b = binary.LittleEndian.AppendUint16(b, 8000)
+	b = binary.LittleEndian.AppendUint16(b, 8000)
+	b = append(b, 0, 2, 1, 0, 0, 0x3B)
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	out := make([]byte, tr.spec.OutputBytes())
+	var err error
+	if n := fuzzmem.Measure(func() { _, err = tr.Apply(b, out) }); n > fuzzmem.MiB {
+		t.Errorf("Apply allocated %d bytes", n)
+	}
+	if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "too short for the frame size") {
+		t.Errorf("Apply: %v, want the short-file refusal", err)
+	}
+	valid, err := os.ReadFile("testdata/stdcanary/paletted.gif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gifDataCanHold(valid) {
+		t.Error("gifDataCanHold refuses a valid GIF")
+	}
+	if _, err := tr.Apply(valid, out); err != nil {
+		t.Errorf("valid GIF: %v", err)
+	}
+}

@@ -26,6 +26,9 @@ import (
 // against OpenCV, TestJPEGMatchesOpenCVArea). Everything else is
 // converted to packed RGB at the decoded size first, as decodeStd does.
 func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	if !jpegDataCanHold(data) {
+		return pixels{}, fmt.Errorf("%w: %w", ErrDecode, errJPEGShortScan)
+	}
 	nw, nh := g.NewW, g.NewH
 	if hdr.orientation >= 5 {
 		nw, nh = nh, nw

@@ -85,6 +85,9 @@ func init() {
 // orientation. CMYK and YCCK files go to image/jpeg (TurboJPEG cannot turn
 // them into RGB), so they decode as in the pure-Go build.
 func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	if !jpegDataCanHold(data) {
+		return pixels{}, fmt.Errorf("%w: %w", ErrDecode, errJPEGShortScan)
+	}
 	if t.jpeg.handle == nil {
 		h := C.tjInitDecompress()
 		if h == nil {
