@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"warehouse-etl/internal/fuzzmem"
 )
 
 var update = flag.Bool("update", false, "rewrite the FuzzDecode seed corpus in testdata/fuzz")
@@ -33,7 +35,7 @@ func FuzzDecode(f *testing.F) {
 		for _, fancy := range []bool{false, true} {
 			d.FancyScaled = fancy
 			for _, k := range []int{8, 4, 2} {
-				if m, err := d.Decode(data, k); err == nil {
+				if m, err := fuzzmem.Call(t, decodeAllocBound, func() (*Image, error) { return d.Decode(data, k) }); err == nil {
 					r := decodedImage(m).Bounds()
 					if r.Dx() != (m.Width+k-1)/k || r.Dy() != (m.Height+k-1)/k {
 						t.Fatalf("1/%d: bounds %v for %dx%d", k, r, m.Width, m.Height)
@@ -44,7 +46,7 @@ func FuzzDecode(f *testing.F) {
 				}
 			}
 		}
-		m, err := d.Decode(data, 1)
+		m, err := fuzzmem.Call(t, decodeAllocBound, func() (*Image, error) { return d.Decode(data, 1) })
 		cfg, cfgErr := jpeg.DecodeConfig(bytes.NewReader(data))
 		if cfgErr != nil || cfg.Width*cfg.Height > fuzzMaxPixels {
 			return // image/jpeg would allocate too much to compare quickly
