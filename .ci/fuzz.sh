@@ -8,6 +8,6 @@
 # out/fuzz-ci). Measured on the 2-core CI machine: docs/fuzzing.md, "In CI".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export FUZZ_LOG="${FUZZ_LOG:-out/fuzz-ci}"
+export FUZZ_LOG="${FUZZ_LOG:-$PWD/out/fuzz-ci}"
 rm -rf "$FUZZ_LOG"
 exec bench/fuzz.sh "${FUZZ_SECONDS:-3}"

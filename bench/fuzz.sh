@@ -36,6 +36,7 @@ parallel="${FUZZ_PARALLEL:-$(nproc)}"
 minimize="${FUZZ_MINIMIZE:-5000x}"
 log="${FUZZ_LOG:-$(mktemp -d)}"
 mkdir -p "$log"
+log=$(cd "$log" && pwd) # absolute: each target runs in its package's directory
 export FUZZMEM_DIR="$log/mem"
 mkdir -p "$FUZZMEM_DIR"
 
