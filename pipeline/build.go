@@ -394,7 +394,7 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 	}
 	if fw.Sum().SHA256 != m.SourceFingerprint.SHA256 {
 		change, err := warehouse.FirstChange(filepath.Join(dir, m.Files.Fingerprint), func(fn func(warehouse.FileEntry) error) error {
-			return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fn(warehouse.FileEntry(fi)) })
+			return b.src.Fingerprint(ctx, fn)
 		})
 		if err != nil {
 			return err
@@ -417,7 +417,7 @@ func fileExists(p string) bool {
 
 // fingerprint feeds every source file into fw.
 func (b *builder) fingerprint(ctx context.Context, fw *warehouse.FingerprintWriter) error {
-	return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fw.Add(warehouse.FileEntry(fi)) })
+	return b.src.Fingerprint(ctx, fw.Add)
 }
 
 // checkSourcesUnchanged re-lists the inputs after the build: a file that

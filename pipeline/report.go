@@ -167,13 +167,12 @@ func writeJSONFile(path string, v any) error {
 	return warehouse.WriteFileSync(path, buf.Bytes())
 }
 
-// sourceEntries is the manifest's table of runs or episodes.
+// sourceEntries is the manifest's table of runs or episodes (never nil:
+// the manifest says [] for none).
 func (b *builder) sourceEntries() []warehouse.SourceEntry {
 	entries := b.src.Entries()
 	out := make([]warehouse.SourceEntry, len(entries))
-	for i, e := range entries {
-		out[i] = warehouse.SourceEntry{Index: e.Index, Name: e.Name, Attributes: e.Attributes}
-	}
+	copy(out, entries)
 	return out
 }
 

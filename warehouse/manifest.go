@@ -89,7 +89,10 @@ type Class struct {
 }
 
 // SourceEntry is one run or episode: summary.runs and the shards' meta
-// source_index refer to Index.
+// source_index refer to Index. A source describes the runs or episodes it
+// scanned with it (its name as in the summary, plus free-form attributes:
+// an episode's task text, embodiment, fps, ...), for the manifest and the
+// analytics export.
 type SourceEntry struct {
 	Index      int               `json:"index"`
 	Name       string            `json:"name"`
