@@ -18,6 +18,7 @@ import (
 
 	"warehouse-etl/analytics"
 	"warehouse-etl/config"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -35,7 +36,7 @@ type Options struct {
 	Workers  int                 // 0 means Config.WorkerCount()
 	Source   sources.Source      // nil means the source the config names
 	// LockWait is how long to wait for another build of the same version
-	// to release its lock; 0 fails at once with warehouse.ErrLocked.
+	// to release its lock; 0 fails at once with outputroot.ErrLocked.
 	LockWait time.Duration
 }
 
@@ -62,7 +63,7 @@ type Result struct {
 }
 
 // Build runs the whole pipeline. Errors are *ThresholdError (exit 3),
-// *StaleError (exit 4), warehouse.ErrLocked (exit 5), context cancellation,
+// *StaleError (exit 4), outputroot.ErrLocked (exit 5), context cancellation,
 // or another error naming what failed.
 func Build(ctx context.Context, opts Options) (*Result, error) {
 	b, err := newBuilder(opts)
@@ -147,7 +148,7 @@ func newBuilder(opts Options) (*builder, error) {
 
 func (b *builder) run(ctx context.Context) (*Result, error) {
 	start := b.now()
-	lock, err := warehouse.AcquireWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
+	lock, err := outputroot.LockVersionWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +163,12 @@ func (b *builder) run(ctx context.Context) (*Result, error) {
 // summary, manifest and exports from the shard records, and the atomic
 // publication. Build and Commit both end here, so a partitioned build
 // publishes exactly what a single-machine build does.
-func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time.Time, build bool) (*Result, error) {
+func (b *builder) publish(ctx context.Context, lock *outputroot.VersionLock, start time.Time, build bool) (*Result, error) {
 	name := b.id.DirName()
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
-	freed, err := warehouse.CleanTemporary(b.outRoot, name, false)
+	freed, err := outputroot.CleanTemporary(b.outRoot, name, false)
 	for _, r := range freed {
 		b.log.Info("removed a temporary directory", "path", r.Path, "bytes", r.Bytes, "why", r.Why)
 	}
@@ -193,7 +194,7 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 		}
 	}
 
-	tmp, err := lock.Begin()
+	tmp, err := lock.CreateTemp()
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +331,7 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := lock.Commit(); err != nil {
+	if err := lock.Publish(); err != nil {
 		return nil, err
 	}
 	commitSeconds := b.now().Sub(sealStart).Seconds()
@@ -354,7 +355,7 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 // upToDate handles a rerun against an existing version: unchanged sources
 // mean nothing to do (but today's thresholds still apply to the recorded
 // summary); changed sources are refused.
-func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir string, m *warehouse.Manifest) (*Result, error) {
+func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, dir string, m *warehouse.Manifest) (*Result, error) {
 	if err := b.checkPublished(ctx, dir, m); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
@@ -164,7 +165,7 @@ func writeJSONFile(path string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return warehouse.WriteFileSync(path, buf.Bytes())
+	return atomicfile.WriteSynced(path, buf.Bytes())
 }
 
 // sourceEntries is the manifest's table of runs or episodes (never nil:

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
@@ -74,7 +75,7 @@ func (b *builder) buildShards(ctx context.Context, st *staging, scan *scanResult
 	}
 	ks := make([]int, 0, hi-lo)
 	for k := lo; k < hi; k++ {
-		l, err := warehouse.LockOwned(st.lockPath(k), owner)
+		l, err := outputroot.LockOwned(st.lockPath(k), owner)
 		if err != nil {
 			return nil, err
 		}

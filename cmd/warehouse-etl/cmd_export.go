@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -81,7 +82,7 @@ func runExportParquet(ctx context.Context, env *environment, args []string) erro
 	}
 	// The build lock keeps a WAREHOUSE_CLEAR rebuild from swapping the
 	// directory while we write into it.
-	lock, err := warehouse.Acquire(filepath.Dir(dir), filepath.Base(dir))
+	lock, err := outputroot.LockVersion(filepath.Dir(dir), filepath.Base(dir))
 	if err != nil {
 		return err
 	}

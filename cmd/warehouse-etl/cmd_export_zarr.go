@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/verify"
 	"warehouse-etl/zarr"
 )
 
@@ -27,7 +27,7 @@ func runExportZarr(ctx context.Context, env *environment, args []string) error {
 	out := fs.String("out", "", "the Zarr store directory to write")
 	zstdLevel := fs.Int("zstd-level", 0, fmt.Sprintf("0 stores inner chunks uncompressed; 1..%d compresses each with zstd", zarr.MaxZstdLevel))
 	shardSamples := fs.Int("shard-samples", 0, "samples per Zarr shard; 0 = the warehouse's samples per shard")
-	verify := fs.String("verify", "full", "before exporting: full (re-hash every shard, read every value) or quick (manifest, sizes, headers)")
+	verifyMode := fs.String("verify", "full", "before exporting: full (re-hash every shard, read every value) or quick (manifest, sizes, headers)")
 	workers := fs.Int("workers", 0, "shard files written at once; 0 = one per CPU")
 	var lf logFlags
 	lf.register(fs)
@@ -42,8 +42,8 @@ func runExportZarr(ctx context.Context, env *environment, args []string) error {
 		return usageError{fmt.Errorf("--zstd-level %d: want 0..%d", *zstdLevel, zarr.MaxZstdLevel)}
 	case *shardSamples < 0 || *shardSamples > zarr.MaxChunksPerShard:
 		return usageError{fmt.Errorf("--shard-samples %d: want 0..%d", *shardSamples, zarr.MaxChunksPerShard)}
-	case *verify != "full" && *verify != "quick":
-		return usageError{fmt.Errorf("--verify %q: want full or quick", *verify)}
+	case *verifyMode != "full" && *verifyMode != "quick":
+		return usageError{fmt.Errorf("--verify %q: want full or quick", *verifyMode)}
 	case *workers < 0:
 		return usageError{fmt.Errorf("--workers %d: want >= 0", *workers)}
 	}
@@ -53,9 +53,9 @@ func runExportZarr(ctx context.Context, env *environment, args []string) error {
 	}
 	res, err := zarr.Export(ctx, *path, *out, zarr.ExportOptions{
 		Options:    zarr.Options{ZstdLevel: *zstdLevel, ShardSamples: *shardSamples, Workers: *workers, Logger: log},
-		VerifyFull: *verify == "full",
+		VerifyFull: *verifyMode == "full",
 	})
-	var findings *warehouse.FindingsError
+	var findings *verify.FindingsError
 	if errors.As(err, &findings) {
 		for _, f := range findings.Findings {
 			fmt.Fprintf(env.stderr, "  %s\n", f)

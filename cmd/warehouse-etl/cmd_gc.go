@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/outputroot"
 )
 
 const gcSynopsis = `--output-root DIR --keep N [--keep-days D] [--dry-run] [--json]
@@ -38,7 +38,7 @@ func runGC(ctx context.Context, env *environment, args []string) error {
 	case *keepDays < 0:
 		return usageError{fmt.Errorf("--keep-days %v: must be >= 0", *keepDays)}
 	}
-	rep, err := warehouse.GC(*root, warehouse.GCOptions{Keep: *keep, KeepFor: time.Duration(*keepDays * float64(24*time.Hour)), DryRun: *dryRun})
+	rep, err := outputroot.GC(*root, outputroot.GCOptions{Keep: *keep, KeepFor: time.Duration(*keepDays * float64(24*time.Hour)), DryRun: *dryRun})
 	if rep != nil {
 		if *asJSON {
 			enc := json.NewEncoder(env.stdout)
@@ -47,7 +47,7 @@ func runGC(ctx context.Context, env *environment, args []string) error {
 				Root   string `json:"root"`
 				DryRun bool   `json:"dry_run"`
 				Freed  int64  `json:"freed_bytes"`
-				*warehouse.GCReport
+				*outputroot.GCReport
 			}{*root, *dryRun, freedBytes(rep), rep}
 			if jerr := enc.Encode(out); jerr != nil && err == nil {
 				err = jerr
@@ -69,7 +69,7 @@ func runGC(ctx context.Context, env *environment, args []string) error {
 	return err
 }
 
-func freedBytes(rep *warehouse.GCReport) int64 {
+func freedBytes(rep *outputroot.GCReport) int64 {
 	var n int64
 	for _, r := range rep.Removed {
 		n += r.Bytes

@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -48,7 +49,7 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := warehouse.VerifyReport(ctx, dir, warehouse.VerifyOptions{Full: *full, Workers: *workers, Logger: log})
+	res, err := verify.Run(ctx, dir, verify.Options{Full: *full, Workers: *workers, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -56,15 +57,15 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 	next := verifyNext(dir, *full, findings)
 	if *asJSON {
 		out := struct {
-			Dir      string              `json:"dir"`
-			Full     bool                `json:"full"`
-			Count    int                 `json:"count"`
-			Findings []warehouse.Finding `json:"findings"`
-			Notes    []string            `json:"notes"`
-			Next     string              `json:"next"`
+			Dir      string           `json:"dir"`
+			Full     bool             `json:"full"`
+			Count    int              `json:"count"`
+			Findings []verify.Finding `json:"findings"`
+			Notes    []string         `json:"notes"`
+			Next     string           `json:"next"`
 		}{dir, *full, len(findings), findings, res.Notes, next}
 		if out.Findings == nil {
-			out.Findings = []warehouse.Finding{}
+			out.Findings = []verify.Finding{}
 		}
 		if out.Notes == nil {
 			out.Notes = []string{}
@@ -78,12 +79,12 @@ func runVerify(ctx context.Context, env *environment, args []string) error {
 		printFindings(env.stdout, dir, *full, findings, res.Notes, next)
 	}
 	if len(findings) > 0 {
-		return &warehouse.FindingsError{Dir: dir, Findings: findings}
+		return &verify.FindingsError{Dir: dir, Findings: findings}
 	}
 	return nil
 }
 
-func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Finding, notes []string, next string) {
+func printFindings(w io.Writer, dir string, full bool, findings []verify.Finding, notes []string, next string) {
 	mode := "quick: manifest and its digest, thresholds, every other file's sha256, shard presence, sizes and headers"
 	if full {
 		mode = "full: also every shard's and Zarr chunk's sha256 and every value"
@@ -116,7 +117,7 @@ func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Find
 }
 
 // verifyNext is the command a person should run after this verification.
-func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
+func verifyNext(dir string, full bool, findings []verify.Finding) string {
 	if len(findings) == 0 {
 		if !full {
 			return fmt.Sprintf("warehouse-etl verify --tensor-warehouse %s --full   (re-hash every shard and read every value)", dir)
@@ -125,7 +126,7 @@ func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
 	}
 	onlyThresholds := true
 	for _, f := range findings {
-		onlyThresholds = onlyThresholds && f.Kind == warehouse.FindingThreshold
+		onlyThresholds = onlyThresholds && f.Kind == verify.FindingThreshold
 	}
 	if onlyThresholds {
 		return fmt.Sprintf("warehouse-etl inspect --tensor-warehouse %s   (the data is intact but its validation summary exceeds the recorded limits: fix the inputs and rebuild, or read it anyway with load --ignore-thresholds)", dir)

@@ -6,7 +6,9 @@ import (
 	"flag"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -40,7 +42,7 @@ func exitCode(ctx context.Context, err error) int {
 		stale     *pipeline.StaleError
 		drift     *analytics.DriftError
 		opened    *warehouse.ThresholdError
-		findings  *warehouse.FindingsError
+		findings  *verify.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
 		partial   *pipeline.IncompleteError
@@ -58,7 +60,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitStale
 	case errors.As(err, &partial):
 		return exitIncomplete
-	case errors.Is(err, warehouse.ErrLocked):
+	case errors.Is(err, outputroot.ErrLocked):
 		return exitLocked
 	case errors.As(err, &drift):
 		return exitDrift
