@@ -100,7 +100,7 @@ func (d Dir) Publish(temp, name string) error {
 	switch {
 	case err == nil:
 		// tmp now holds the replaced version.
-		if err := atomicfile.SyncDir(d.root()); err != nil {
+		if err := atomicfile.Sync(d.root()); err != nil {
 			return err
 		}
 		if err := os.RemoveAll(tmp); err != nil {
@@ -124,7 +124,7 @@ func (d Dir) Publish(temp, name string) error {
 	default:
 		return fmt.Errorf("publish %s: %w", final, err)
 	}
-	if err := atomicfile.SyncDir(d.root()); err != nil {
+	if err := atomicfile.Sync(d.root()); err != nil {
 		return err
 	}
 	if f, err := os.OpenFile(d.Path(warehouse.ReadersLockName(name)), os.O_RDONLY|os.O_CREATE, 0o644); err == nil {
@@ -147,7 +147,7 @@ func (d Dir) SetLatest(name string) error {
 	if err := os.Rename(tmpLink, d.Path(warehouse.LatestName)); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(d.root())
+	return atomicfile.Sync(d.root())
 }
 
 // Withdraw renames the version to aside, fsyncs the root and removes it.
@@ -156,7 +156,7 @@ func (d Dir) Withdraw(name, aside string) error {
 	if err := os.Rename(d.Path(name), gone); err != nil {
 		return err
 	}
-	if err := atomicfile.SyncDir(d.root()); err != nil {
+	if err := atomicfile.Sync(d.root()); err != nil {
 		return err
 	}
 	return os.RemoveAll(gone)
@@ -167,7 +167,7 @@ func (d Dir) Remove(name string) error {
 	if err := os.RemoveAll(d.Path(name)); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(d.root())
+	return atomicfile.Sync(d.root())
 }
 
 // Usage walks the entry without following links.
@@ -214,27 +214,15 @@ func syncTree(dir string) error {
 			dirs = append(dirs, p)
 			return nil
 		}
-		return syncFile(p)
+		return atomicfile.Sync(p)
 	})
 	if err != nil {
 		return err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := atomicfile.SyncDir(dirs[i]); err != nil {
+		if err := atomicfile.Sync(dirs[i]); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func syncFile(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", p, err)
 	}
 	return nil
 }

@@ -65,14 +65,21 @@ func LockVersion(root, name string) (*VersionLock, error) {
 // (wait 0: LockVersion). It stops early when ctx is done.
 func LockVersionWait(ctx context.Context, root, name string, wait time.Duration) (*VersionLock, error) {
 	s := storageFor(root)
-	l, err := s.Lock(ctx, "."+name+buildLockSuffix, lockfile.Options{Wait: wait})
-	if held := (*lockfile.HeldError)(nil); errors.As(err, &held) {
-		return nil, fmt.Errorf("%s: %w", held.Path, ErrLocked)
-	}
+	l, err := lockBuild(ctx, s, name, lockfile.Options{Wait: wait}, "")
 	if err != nil {
 		return nil, err
 	}
 	return &VersionLock{s: s, name: name, lock: l}, nil
+}
+
+// lockBuild takes version name's build lock; a holder that keeps it gives
+// an error that names the lock file, wraps ErrLocked and ends with why.
+func lockBuild(ctx context.Context, s Storage, name string, opts lockfile.Options, why string) (Lock, error) {
+	l, err := s.Lock(ctx, "."+name+buildLockSuffix, opts)
+	if held := (*lockfile.HeldError)(nil); errors.As(err, &held) {
+		return nil, fmt.Errorf("%s: %w%s", held.Path, ErrLocked, why)
+	}
+	return l, err
 }
 
 // FinalDir is where the version is (or will be) published.
@@ -188,10 +195,7 @@ type SharedVersionLock struct {
 // single-machine build or a commit) has it; then it fails with ErrLocked.
 func LockVersionShared(ctx context.Context, root, name string, wait time.Duration) (*SharedVersionLock, error) {
 	s := storageFor(root)
-	l, err := s.Lock(ctx, "."+name+buildLockSuffix, lockfile.Options{Shared: true, Wait: wait})
-	if held := (*lockfile.HeldError)(nil); errors.As(err, &held) {
-		return nil, fmt.Errorf("%s: %w (a single-machine build or a commit holds it)", held.Path, ErrLocked)
-	}
+	l, err := lockBuild(ctx, s, name, lockfile.Options{Shared: true, Wait: wait}, " (a single-machine build or a commit holds it)")
 	if err != nil {
 		return nil, err
 	}

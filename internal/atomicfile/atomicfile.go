@@ -43,7 +43,7 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	return Sync(dir)
 }
 
 // WriteSynced creates (or truncates) path with data and fsyncs it, in
@@ -66,16 +66,16 @@ func WriteSynced(path string, data []byte) error {
 	return f.Close()
 }
 
-// SyncDir fsyncs the directory dir, which makes the creations, renames
-// and removals of its entries durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+// Sync fsyncs the file or directory at path: a directory's fsync makes
+// the creations, renames and removals of its entries durable.
+func Sync(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return nil
 }
