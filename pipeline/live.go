@@ -205,7 +205,7 @@ func (l *Live) worker() (*liveWorker, error) {
 }
 
 // encode runs s through shard.Writer as a one-sample shard and copies the
-// encoded boxes, mask, class indices, record and extras into dst (the image
+// encoded boxes, mask, class indices, meta and extras into dst (the image
 // is already there): the format's encoding exists once, in package shard.
 func (w *liveWorker) encode(layout shard.Layout, s shard.Sample, dst warehouse.SampleSlot) error {
 	w.mem.data = w.mem.data[:0]

@@ -176,12 +176,12 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 	res.ShardsTotal = sp.shards()
 	res.ShardFirst, res.ShardEnd = part.shards(res.ShardsTotal)
 	host, _ := os.Hostname()
-	prec := &partitionRun{
+	run := &partitionRun{
 		Partition: part.String(), Index: part.Index, Count: part.Count, Version: b.id.String(), PlanSHA256: sp.planSHA,
 		ShardsTotal: res.ShardsTotal, ShardFirst: res.ShardFirst, ShardEnd: res.ShardEnd,
 		Host: host, PID: os.Getpid(), StartedAtMs: start.UnixMilli(),
 	}
-	if err := st.writePartition(prec); err != nil {
+	if err := st.writePartition(run); err != nil {
 		return nil, err
 	}
 	owner := fmt.Sprintf("partition %s on %s pid %d", part, host, os.Getpid())
@@ -193,8 +193,8 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		return nil, err
 	}
 	res.Built, res.Kept, res.Samples = built.built, built.kept, built.samples
-	prec.Built, prec.Kept, prec.FinishedAtMs = built.built, built.kept, b.now().UnixMilli()
-	if err := st.writePartition(prec); err != nil {
+	run.Built, run.Kept, run.FinishedAtMs = built.built, built.kept, b.now().UnixMilli()
+	if err := st.writePartition(run); err != nil {
 		return nil, err
 	}
 	b.log.Info("partition done", "partition", part.String(), "shards", fmt.Sprintf("%d-%d of %d", res.ShardFirst, res.ShardEnd-1, res.ShardsTotal),

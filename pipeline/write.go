@@ -246,7 +246,7 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 			return fmt.Errorf("pipeline: wrote %d of %d samples", next, forwarded)
 		}
 		if sink.cur != nil {
-			return fmt.Errorf("pipeline: %s ended after %d of its %d planned samples", shardID(sink.cur.k), sink.cur.processed, sink.cur.rec.Planned)
+			return fmt.Errorf("pipeline: %s ended after %d of its %d planned samples", shardID(sink.cur.k), sink.cur.processed, sink.cur.receipt.Planned)
 		}
 		return nil
 	})
@@ -326,7 +326,7 @@ type shardSink struct {
 // shardInProgress is the shard the sink is filling.
 type shardInProgress struct {
 	k         int
-	rec       *shardReceipt
+	receipt   *shardReceipt
 	processed int64 // planned samples seen, written or late
 	w         *shard.Writer
 	f         *os.File
@@ -339,25 +339,25 @@ func (s *shardSink) put(j *job) error {
 		if j.planIdx != first {
 			return fmt.Errorf("pipeline: %s starts at planned sample %d, want %d", shardID(k), j.planIdx, first)
 		}
-		s.cur = &shardInProgress{k: k, rec: &shardReceipt{
+		s.cur = &shardInProgress{k: k, receipt: &shardReceipt{
 			Format: receiptFormat, Version: s.sp.version, PlanSHA256: s.sp.planSHA, Shard: k,
 			FirstPlanned: first, Planned: n, Late: []lateFailure{}, BuiltBy: s.owner,
 		}}
 	}
 	c := s.cur
 	if j.fallback {
-		c.rec.JPEGFallbacks++
+		c.receipt.JPEGFallbacks++
 	}
 	if k != c.k {
 		return fmt.Errorf("pipeline: planned sample %d reached %s before %s was complete", j.planIdx, shardID(k), shardID(c.k))
 	}
 	if j.lateErr != nil {
-		c.rec.Late = append(c.rec.Late, lateFailure{Seq: j.p.Seq, Error: j.lateErr.Error()})
+		c.receipt.Late = append(c.receipt.Late, lateFailure{Seq: j.p.Seq, Error: j.lateErr.Error()})
 	} else if err := s.append(c, j); err != nil {
 		return err
 	}
 	c.processed++
-	if c.processed == c.rec.Planned {
+	if c.processed == c.receipt.Planned {
 		s.cur = nil
 		return s.finish(c)
 	}
@@ -373,7 +373,7 @@ func (s *shardSink) append(c *shardInProgress, j *job) error {
 		if err != nil {
 			return err
 		}
-		w, err := shard.NewWriter(f, s.layout, int(c.rec.Planned))
+		w, err := shard.NewWriter(f, s.layout, int(c.receipt.Planned))
 		if err != nil {
 			f.Close()
 			return err
@@ -384,8 +384,8 @@ func (s *shardSink) append(c *shardInProgress, j *job) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", shardID(c.k), err)
 	}
-	c.rec.Samples++
-	c.rec.Sums.add(j.sums)
+	c.receipt.Samples++
+	c.receipt.Sums.add(j.sums)
 	s.counters.Written.Add(1)
 	s.counters.Transformed.Add(1)
 	return nil
@@ -432,7 +432,7 @@ func (s *shardSink) finish(c *shardInProgress) error {
 			c.f.Close()
 			return fmt.Errorf("%s: %w", shardID(c.k), err)
 		}
-		c.rec.Bytes, c.rec.SHA256 = res.Bytes, fmt.Sprintf("%x", res.SHA256)
+		c.receipt.Bytes, c.receipt.SHA256 = res.Bytes, fmt.Sprintf("%x", res.SHA256)
 		s.counters.BytesWritten.Add(res.Bytes)
 	}
 	f := c.f
@@ -447,11 +447,11 @@ func (s *shardSink) finish(c *shardInProgress) error {
 				return fmt.Errorf("%s: %w", shardID(c.k), err)
 			}
 		}
-		if err := s.st.writeReceipt(c.rec); err != nil {
+		if err := s.st.writeReceipt(c.receipt); err != nil {
 			return fmt.Errorf("%s record: %w", shardID(c.k), err)
 		}
 		s.mu.Lock()
-		s.receipts[c.k] = c.rec
+		s.receipts[c.k] = c.receipt
 		s.mu.Unlock()
 		return nil
 	})
