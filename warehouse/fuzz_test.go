@@ -15,6 +15,7 @@ import (
 
 	"warehouse-etl/internal/fuzzmem"
 	"warehouse-etl/shard"
+	"warehouse-etl/validate"
 )
 
 // memFiles is a version's shard files in memory, for FuzzOpen: the same
@@ -101,7 +102,7 @@ func fuzzOpen(t *testing.T, manifest, shardBytes []byte) (samples int, err error
 	opts := OpenOptions{IgnoreThresholds: true, VerifyChecksums: len(manifest)%2 == 0}
 	r, err := newReader("fuzz", m, opts, slog.New(slog.DiscardHandler), files)
 	if err != nil {
-		var te *ThresholdError
+		var te *validate.ThresholdError
 		if errors.As(err, &te) {
 			t.Fatalf("thresholds were to be ignored: %v", err)
 		}

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warehouse-etl/shard"
-	"warehouse-etl/validate"
 )
 
 // FindingKind classifies what Verify found wrong.
@@ -218,10 +217,9 @@ func VerifyReport(ctx context.Context, path string, opts VerifyOptions) (*Verify
 	if err != nil {
 		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: manifestError(dir, err).Error()})
 	}
-	for _, f := range m.Thresholds.Evaluate(m.Summary.Total) {
-		if f.Action != validate.ActionWarn {
-			res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
-		}
+	failed, _ := m.Thresholds.Check(m.Summary.Total)
+	for _, f := range failed {
+		res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"warehouse-etl/analytics"
 	"warehouse-etl/pipeline"
+	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
 
@@ -36,10 +37,9 @@ var errUsageShown = usageError{errors.New("usage")}
 // exitCode is the one place that maps errors to exit codes.
 func exitCode(ctx context.Context, err error) int {
 	var (
-		threshold *pipeline.ThresholdError
+		threshold *validate.ThresholdError
 		stale     *pipeline.StaleError
 		drift     *analytics.DriftError
-		opened    *warehouse.ThresholdError
 		findings  *warehouse.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
@@ -52,7 +52,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &threshold), errors.As(err, &opened):
+	case errors.As(err, &threshold):
 		return exitThreshold
 	case errors.As(err, &stale):
 		return exitStale
