@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"warehouse-etl/config"
+	"warehouse-etl/dtype"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
 	"warehouse-etl/transforms"
@@ -23,6 +24,15 @@ import (
 // shards. Both make the bytes independent of the partition count.
 const CodeVersion = "warehouse-etl/3"
 
+// outputDType is the config's dtype (config.Validate checks it; F16, the
+// default, for a config that was not validated).
+func outputDType(c *config.Config) dtype.DType {
+	if d, err := dtype.ParseConfig(c.DType); err == nil {
+		return d
+	}
+	return dtype.F16
+}
+
 // transformSpec turns the config into the transforms package's spec.
 func transformSpec(c *config.Config) transforms.Spec {
 	s := transforms.Spec{
@@ -30,13 +40,7 @@ func transformSpec(c *config.Config) transforms.Spec {
 		Height: c.TargetSize[1],
 		Mode:   transforms.ResizeMode(c.ResizeMode),
 		Pad:    uint8(c.PadValue),
-		DType:  transforms.F16,
-	}
-	switch c.DType {
-	case "f32":
-		s.DType = transforms.F32
-	case "u8":
-		s.DType = transforms.U8
+		DType:  outputDType(c),
 	}
 	if len(c.Normalize.Mean) == 3 {
 		copy(s.Mean[:], c.Normalize.Mean)
@@ -48,14 +52,7 @@ func transformSpec(c *config.Config) transforms.Spec {
 // shardLayout is the fixed per-sample layout of every shard of a build;
 // extraF32 is the number of float32 extras per sample.
 func shardLayout(c *config.Config, extraF32 int) shard.Layout {
-	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
-	switch c.DType {
-	case "f32":
-		l.DType = shard.F32
-	case "u8":
-		l.DType = shard.U8
-	}
-	return l
+	return shard.Layout{DType: outputDType(c), Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
 }
 
 // datasetRoot is the source root as the config spells it, cleaned and
