@@ -22,17 +22,22 @@ const (
 	U8 DType = 2
 )
 
+// info is what each dtype is: its element size and its two names.
+var info = [...]struct {
+	size         int
+	name, config string
+}{
+	F32: {4, "F32", "f32"},
+	F16: {2, "F16", "f16"},
+	U8:  {1, "U8", "u8"},
+}
+
 // Size is the number of bytes of one element, or 0 for an unknown dtype.
 func (d DType) Size() int {
-	switch d {
-	case F32:
-		return 4
-	case F16:
-		return 2
-	case U8:
-		return 1
+	if d >= DType(len(info)) {
+		return 0
 	}
-	return 0
+	return info[d].size
 }
 
 // BoxDType is the dtype of the boxes and mask that go with images of dtype
@@ -47,35 +52,25 @@ func (d DType) BoxDType() DType {
 // String returns the name the manifest and the shard format use: "F32",
 // "F16" or "U8".
 func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case U8:
-		return "U8"
+	if d >= DType(len(info)) {
+		return fmt.Sprintf("DType(%d)", uint32(d))
 	}
-	return fmt.Sprintf("DType(%d)", uint32(d))
+	return info[d].name
 }
 
 // ConfigName returns the name the build config uses: "f32", "f16" or "u8".
 func (d DType) ConfigName() string {
-	switch d {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case U8:
-		return "u8"
+	if d >= DType(len(info)) {
+		return fmt.Sprintf("dtype(%d)", uint32(d))
 	}
-	return fmt.Sprintf("dtype(%d)", uint32(d))
+	return info[d].config
 }
 
 // Parse is the inverse of DType.String for the known dtypes.
 func Parse(s string) (DType, error) {
-	for _, d := range [...]DType{F32, F16, U8} {
-		if s == d.String() {
-			return d, nil
+	for d, in := range info {
+		if s == in.name {
+			return DType(d), nil
 		}
 	}
 	return 0, fmt.Errorf("unknown dtype %q (want F32, F16 or U8)", s)
@@ -83,9 +78,9 @@ func Parse(s string) (DType, error) {
 
 // ParseConfig is the inverse of DType.ConfigName for the known dtypes.
 func ParseConfig(s string) (DType, error) {
-	for _, d := range [...]DType{F32, F16, U8} {
-		if s == d.ConfigName() {
-			return d, nil
+	for d, in := range info {
+		if s == in.config {
+			return DType(d), nil
 		}
 	}
 	return 0, fmt.Errorf("unknown dtype %q (want f32, f16 or u8)", s)
