@@ -10,6 +10,7 @@ import (
 	"warehouse-etl/dtype"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
+	"warehouse-etl/sources/registry"
 	"warehouse-etl/transforms"
 	"warehouse-etl/warehouse"
 )
@@ -61,6 +62,11 @@ func datasetRoot(c *config.Config) string {
 	return filepath.ToSlash(filepath.Clean(c.Source.Root))
 }
 
+// sourceLabelKeys are the label keys the manifest records for the source.
+func sourceLabelKeys(c *config.Config) []string {
+	return registry.LabelKeys(c.Source.Settings)
+}
+
 // versionRecipe lists every input of the version key.
 func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Recipe {
 	var r warehouse.Recipe
@@ -75,24 +81,11 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("code_version", CodeVersion)
 	r.Set("shard_version", uint32(shard.Version1))
 	r.Set("dataset_root", datasetRoot(c))
-	r.Set("source.kind", c.Source.Kind)
-	r.Set("source.label_keys", strings.Join(c.Source.LabelKeys, ","))
-	r.Set("source.camera", c.Source.Camera)
-	r.Set("source.extras", strings.Join(c.Source.Extras, ","))
-	r.Set("source.tolerance_ms", c.Source.ToleranceMs)
-	r.Set("source.include_underscore", c.Source.IncludeUnderscore)
-	// Detection datasets: the annotations file as written (its content is
-	// in the fingerprint) and the split. Absent for other kinds, so their
-	// versions keep their ids.
-	if c.Source.Annotations != "" {
-		r.Set("source.annotations", filepath.ToSlash(filepath.Clean(c.Source.Annotations)))
-	}
-	if c.Source.Split != "" {
-		r.Set("source.split", c.Source.Split)
-	}
-	// Absent without a label channel, so earlier versions keep their ids.
-	if c.Source.Boxes != "" {
-		r.Set("source.boxes", c.Source.Boxes+"|"+c.Source.BoxClasses)
+	// The source's keys: its kind, the keys every recipe has and the ones
+	// only its kind records (a key a kind does not record is absent from
+	// its recipes, so adding one to another kind keeps every id).
+	for _, k := range registry.RecipeKeys(c.Source.Kind, c.Source.Settings) {
+		r.Set(k.Name, k.Value)
 	}
 	specs := make([]string, len(extras))
 	for i, e := range extras {
