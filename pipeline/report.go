@@ -97,7 +97,7 @@ func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Su
 		VersionRecipe: b.recipe.Encode(),
 		CodeVersion:   CodeVersion,
 		DatasetRoot:   datasetRoot(c),
-		Source:        warehouse.SourceInfo{Kind: c.Source.Kind, Root: datasetRoot(c), LabelKeys: c.Source.LabelKeys},
+		Source:        warehouse.SourceInfo{Kind: c.Source.Kind, Root: datasetRoot(c), LabelKeys: sourceLabelKeys(c)},
 		Transform: warehouse.Transform{
 			TargetWidth: c.TargetSize[0], TargetHeight: c.TargetSize[1], Channels: 3,
 			ResizeMode: c.ResizeMode, PadValue: c.PadValue, Mean: c.Normalize.Mean, Std: c.Normalize.Std,

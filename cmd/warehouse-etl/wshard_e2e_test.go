@@ -119,8 +119,9 @@ func pinnedWShardOverrides(t *testing.T) map[string]any {
 	if err := json.Unmarshal(raw, &thresholds); err != nil {
 		t.Fatal(err)
 	}
+	ws := cfg.Source.Settings.(*wshard.Settings)
 	return map[string]any{
-		"source":          map[string]any{"kind": cfg.Source.Kind, "root": wshardDemoRoot(t), "camera": cfg.Source.Camera, "extras": cfg.Source.Extras},
+		"source":          map[string]any{"kind": cfg.Source.Kind, "root": wshardDemoRoot(t), "camera": ws.Camera, "extras": ws.Extras},
 		"target_size":     cfg.TargetSize,
 		"resize_mode":     cfg.ResizeMode,
 		"dtype":           cfg.DType,
