@@ -11,16 +11,22 @@ import (
 	"warehouse-etl/transforms"
 )
 
-func runVersion(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "version", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+// versionOptions are version's flags: none.
+type versionOptions struct{}
+
+func versionCommand(ctx context.Context, env *environment, args []string) error {
+	var opts versionOptions
+	fs := newFlagSet(env.stderr, "version", "")
+	return parseAndRun(fs, args, func() error { return runVersion(ctx, opts, env.streams) })
+}
+
+// runVersion prints the code version and what the binary was built with.
+func runVersion(ctx context.Context, opts versionOptions, s streams) error {
 	turbo := transforms.TurboJPEGVersion()
 	if turbo == "" {
 		turbo = "not linked (pure-Go build; -tags turbojpeg links it)"
 	}
-	fmt.Fprintf(env.stdout, "%s\ngo: %s %s/%s\nbinary: %s\nlibjpeg-turbo: %s\ndecoder: %s\n",
+	fmt.Fprintf(s.stdout, "%s\ngo: %s %s/%s\nbinary: %s\nlibjpeg-turbo: %s\ndecoder: %s\n",
 		pipeline.CodeVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH, linkage(), turbo, transforms.DecoderIdentity())
 	return nil
 }

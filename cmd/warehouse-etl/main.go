@@ -1,6 +1,9 @@
 // Command warehouse-etl builds, checks and serves versioned tensor
-// warehouses. Each subcommand lives in its own cmd_<name>.go with a
-// testable run function; exit codes are decided in exitCode alone.
+// warehouses. Each subcommand lives in its own cmd_<name>.go: an options
+// struct its flags fill, a flag step (<name>Command) that parses the
+// arguments and reads the process environment into those options, and the
+// testable run function runX(ctx, opts, streams). Exit codes are decided in
+// exitCode alone.
 package main
 
 import (
@@ -14,31 +17,39 @@ import (
 	"syscall"
 )
 
-// command is one subcommand.
+// command is one subcommand; run is its flag step.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *environment, args []string) error
 }
 
-// environment is what a subcommand may touch: the standard streams and the
-// process environment, injectable for tests.
-type environment struct {
+// streams are what a command's run function writes to.
+type streams struct {
 	stdout, stderr io.Writer
-	getenv         func(string) string
 	stderrIsTTY    bool
 }
 
+// environment is what main hands a command: its streams and the process
+// environment, injectable for tests. main is the one place that reads the
+// process environment (os.Getenv); a command's flag step reads the
+// variables it needs through getenv into its options, and its run function
+// and the library packages get them from there.
+type environment struct {
+	streams
+	getenv func(string) string
+}
+
 var commands = []command{
-	{"build", "build (or confirm up to date) the warehouse version a config describes", runBuild},
-	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", runCommit},
-	{"version", "print the code version", runVersion},
-	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", runVerify},
-	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", runInspect},
-	{"load", "read a warehouse the way training does and report throughput", runLoad},
-	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", runExport},
-	{"diff", "compare two versions; exit 6 past the drift limits", runDiff},
-	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", runGC},
+	{"build", "build (or confirm up to date) the warehouse version a config describes", buildCommand},
+	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", commitCommand},
+	{"version", "print the code version", versionCommand},
+	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", verifyCommand},
+	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", inspectCommand},
+	{"load", "read a warehouse the way training does and report throughput", loadCommand},
+	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", exportCommand},
+	{"diff", "compare two versions; exit 6 past the drift limits", diffCommand},
+	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", gcCommand},
 }
 
 const usageText = `usage: warehouse-etl <command> [flags]
@@ -72,7 +83,10 @@ func usage(w io.Writer) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	env := &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrIsTTY: isTerminal(os.Stderr)}
+	env := &environment{
+		streams: streams{stdout: os.Stdout, stderr: os.Stderr, stderrIsTTY: isTerminal(os.Stderr)},
+		getenv:  os.Getenv,
+	}
 	code := run(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(code)
