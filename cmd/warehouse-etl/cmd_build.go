@@ -39,8 +39,22 @@ environment:
   WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}_RATIO  override a threshold's max_ratio ("off" removes it)
   WAREHOUSE_{INVALID,MISSING,EMPTY}_ACTION     fail or warn`
 
-// buildOptions are what build runs with: its flags, and the environment
-// variables buildCommand reads.
+// buildEnv is what build and commit read from the process environment.
+type buildEnv struct {
+	// Clear is WAREHOUSE_CLEAR.
+	Clear bool
+	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
+	// WAREHOUSE_*_ACTION) and, for build --partition auto, the job
+	// engine's variables.
+	Getenv func(string) string
+}
+
+func (e *buildEnv) readEnv(getenv func(string) string) {
+	e.Clear = clearRequested(getenv("WAREHOUSE_CLEAR"))
+	e.Getenv = getenv
+}
+
+// buildOptions are what build runs with: its flags and its environment.
 type buildOptions struct {
 	Config      string
 	Workers     int
@@ -49,13 +63,7 @@ type buildOptions struct {
 	LockWait    time.Duration
 	Partition   string
 	Log         logOptions
-
-	// Clear is WAREHOUSE_CLEAR.
-	Clear bool
-	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
-	// WAREHOUSE_*_ACTION) and, for --partition auto, the job engine's
-	// variables.
-	Getenv func(string) string
+	buildEnv
 }
 
 func (o *buildOptions) addFlags(fs *flag.FlagSet) {
@@ -66,13 +74,6 @@ func (o *buildOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
 	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
 	o.Log.addFlags(fs)
-}
-
-func buildCommand(ctx context.Context, env *environment, args []string) error {
-	opts := buildOptions{Clear: clearRequested(env.getenv("WAREHOUSE_CLEAR")), Getenv: env.getenv}
-	fs := newFlagSet(env.stderr, "build", buildSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runBuild(ctx, opts, env.streams) })
 }
 
 // runBuild builds the version opts.Config describes, or with

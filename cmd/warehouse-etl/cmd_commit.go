@@ -28,20 +28,14 @@ environment:
   WAREHOUSE_CLEAR=1   replace an existing version with the staged shards
   WAREHOUSE_MAX_*, WAREHOUSE_*_ACTION   threshold overrides, as for build`
 
-// commitOptions are what commit runs with: its flags, and the environment
-// variables commitCommand reads.
+// commitOptions are what commit runs with: its flags and its environment.
 type commitOptions struct {
 	Config      string
 	Workers     int
 	Wait        time.Duration
 	MetricsFile string
 	Log         logOptions
-
-	// Clear is WAREHOUSE_CLEAR.
-	Clear bool
-	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
-	// WAREHOUSE_*_ACTION).
-	Getenv func(string) string
+	buildEnv
 }
 
 func (o *commitOptions) addFlags(fs *flag.FlagSet) {
@@ -50,13 +44,6 @@ func (o *commitOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Wait, "wait", 0, "wait up to this long for every partition to finish (a Kubernetes commit Job started beside the Indexed Job), e.g. 6h")
 	fs.StringVar(&o.MetricsFile, "metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too)")
 	o.Log.addFlags(fs)
-}
-
-func commitCommand(ctx context.Context, env *environment, args []string) error {
-	opts := commitOptions{Clear: clearRequested(env.getenv("WAREHOUSE_CLEAR")), Getenv: env.getenv}
-	fs := newFlagSet(env.stderr, "commit", commitSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runCommit(ctx, opts, env.streams) })
 }
 
 // runCommit publishes the version opts.Config describes from its

@@ -72,13 +72,6 @@ func (o *diffOptions) addFlags(fs *flag.FlagSet) {
 	fs.Var(limitFlag{&o.Limits.ImageStatChange}, "max-image-stat-change", "limit on the change of each channel's image mean and std")
 }
 
-func diffCommand(ctx context.Context, env *environment, args []string) error {
-	var opts diffOptions
-	fs := newFlagSet(env.stderr, "diff", diffSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runDiff(ctx, opts, env.streams) })
-}
-
 // runDiff compares version opts.Path against opts.Against and prints the
 // comparison; past a drift limit it returns an *analytics.DriftError.
 func runDiff(ctx context.Context, opts diffOptions, s streams) error {

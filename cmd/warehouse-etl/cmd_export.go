@@ -15,10 +15,10 @@ import (
 // exportFormats are the formats `export` writes, one subcommand each.
 var exportFormats = []struct {
 	name, summary string
-	run           func(ctx context.Context, env *environment, args []string) error // the format's flag step
+	run           func(ctx context.Context, env *environment, args []string) error
 }{
-	{"parquet", "samples.parquet, runs.parquet, build.parquet for DuckDB/Polars (docs/format/parquet.md)", exportParquetCommand},
-	{"zarr", "a Zarr v3 store, sharding_indexed, for zarr-python/TensorStore/zarrita (docs/format/zarr.md)", exportZarrCommand},
+	{"parquet", "samples.parquet, runs.parquet, build.parquet for DuckDB/Polars (docs/format/parquet.md)", flagStep("export parquet", exportParquetSynopsis, runExportParquet)},
+	{"zarr", "a Zarr v3 store, sharding_indexed, for zarr-python/TensorStore/zarrita (docs/format/zarr.md)", flagStep("export zarr", exportZarrSynopsis, runExportZarr)},
 }
 
 func exportUsage(w io.Writer) {
@@ -69,13 +69,6 @@ type exportParquetOptions struct {
 func (o *exportParquetOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
 	o.Log.addFlags(fs)
-}
-
-func exportParquetCommand(ctx context.Context, env *environment, args []string) error {
-	var opts exportParquetOptions
-	fs := newFlagSet(env.stderr, "export parquet", exportParquetSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runExportParquet(ctx, opts, env.streams) })
 }
 
 // runExportParquet rewrites the Parquet exports of the version at

@@ -43,13 +43,6 @@ func (o *exportZarrOptions) addFlags(fs *flag.FlagSet) {
 	o.Log.addFlags(fs)
 }
 
-func exportZarrCommand(ctx context.Context, env *environment, args []string) error {
-	var opts exportZarrOptions
-	fs := newFlagSet(env.stderr, "export zarr", exportZarrSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runExportZarr(ctx, opts, env.streams) })
-}
-
 // runExportZarr writes the version at opts.Path as the Zarr store
 // opts.Out and prints the store.
 func runExportZarr(ctx context.Context, opts exportZarrOptions, s streams) error {

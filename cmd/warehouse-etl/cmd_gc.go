@@ -37,13 +37,6 @@ func (o *gcOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object on stdout")
 }
 
-func gcCommand(ctx context.Context, env *environment, args []string) error {
-	var opts gcOptions
-	fs := newFlagSet(env.stderr, "gc", gcSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runGC(ctx, opts, env.streams) })
-}
-
 // runGC collects old versions and stale temporaries under opts.OutputRoot
 // and prints what it removed and kept.
 func runGC(ctx context.Context, opts gcOptions, s streams) error {

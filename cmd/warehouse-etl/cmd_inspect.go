@@ -52,13 +52,6 @@ func (o *inspectOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PNG, "png", "", "with --sample: render the sample with its boxes to this PNG file")
 }
 
-func inspectCommand(ctx context.Context, env *environment, args []string) error {
-	var opts inspectOptions
-	fs := newFlagSet(env.stderr, "inspect", inspectSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runInspect(ctx, opts, env.streams) })
-}
-
 // runInspect prints the summary of the version at opts.Path, and with
 // opts.Sample one sample (rendered to opts.PNG).
 func runInspect(ctx context.Context, opts inspectOptions, s streams) error {

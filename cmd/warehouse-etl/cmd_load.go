@@ -70,8 +70,7 @@ type loadReport struct {
 	SamplesVerified int64  `json:"samples_verified"`
 }
 
-// loadOptions are what load runs with: its flags, and the environment
-// loadCommand reads.
+// loadOptions are what load runs with: its flags and its environment.
 type loadOptions struct {
 	Path             string
 	Config           string
@@ -122,12 +121,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	o.Log.addFlags(fs)
 }
 
-func loadCommand(ctx context.Context, env *environment, args []string) error {
-	opts := loadOptions{Getenv: env.getenv}
-	fs := newFlagSet(env.stderr, "load", loadSynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runLoad(ctx, opts, env.streams) })
-}
+func (o *loadOptions) readEnv(getenv func(string) string) { o.Getenv = getenv }
 
 // runLoad reads the warehouse at opts.Path (or the version opts.Config
 // builds, or with opts.AllowLive its source) as training does and prints

@@ -43,13 +43,6 @@ func (o *verifyOptions) addFlags(fs *flag.FlagSet) {
 	o.Log.addFlags(fs)
 }
 
-func verifyCommand(ctx context.Context, env *environment, args []string) error {
-	var opts verifyOptions
-	fs := newFlagSet(env.stderr, "verify", verifySynopsis)
-	opts.addFlags(fs)
-	return parseAndRun(fs, args, func() error { return runVerify(ctx, opts, env.streams) })
-}
-
 // runVerify checks the version at opts.Path and prints its findings; a
 // finding is a *warehouse.FindingsError.
 func runVerify(ctx context.Context, opts verifyOptions, s streams) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"debug/elf"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -14,11 +15,7 @@ import (
 // versionOptions are version's flags: none.
 type versionOptions struct{}
 
-func versionCommand(ctx context.Context, env *environment, args []string) error {
-	var opts versionOptions
-	fs := newFlagSet(env.stderr, "version", "")
-	return parseAndRun(fs, args, func() error { return runVersion(ctx, opts, env.streams) })
-}
+func (*versionOptions) addFlags(*flag.FlagSet) {}
 
 // runVersion prints the code version and what the binary was built with.
 func runVersion(ctx context.Context, opts versionOptions, s streams) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,21 +21,40 @@ func newFlagSet(w io.Writer, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// parseAndRun is every command's flag step after it registered its options
-// on fs: it parses args into them and calls run, which runs the command
-// with the parsed options. A run that stops at a missing required flag
-// (requireFlags) gets the command's usage printed with it, as a bad flag
-// does.
-func parseAndRun(fs *flag.FlagSet, args []string, run func() error) error {
-	if err := parseFlags(fs, args); err != nil {
+// flagStep returns the step that runs a command from its arguments: it
+// fills the command's options O from its flags ((*O).addFlags registers
+// them) and, when O reads environment variables (envReader), from the
+// process environment, then calls run with them. A run that stops at a
+// missing required flag (requireFlags) gets the command's usage printed
+// with it, as a bad flag does.
+func flagStep[O any, P interface {
+	*O
+	addFlags(fs *flag.FlagSet)
+}](name, synopsis string, run func(context.Context, O, streams) error) func(context.Context, *environment, []string) error {
+	return func(ctx context.Context, env *environment, args []string) error {
+		var opts O
+		if r, ok := any(&opts).(envReader); ok {
+			r.readEnv(env.getenv)
+		}
+		fs := newFlagSet(env.stderr, name, synopsis)
+		P(&opts).addFlags(fs)
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		err := run(ctx, opts, env.streams)
+		var missing missingFlagsError
+		if errors.As(err, &missing) {
+			fs.Usage()
+		}
 		return err
 	}
-	err := run()
-	var missing missingFlagsError
-	if errors.As(err, &missing) {
-		fs.Usage()
-	}
-	return err
+}
+
+// envReader is implemented by the options of a command that reads
+// environment variables: the flag step is the one place a command reads
+// them, through getenv, before its flags.
+type envReader interface {
+	readEnv(getenv func(string) string)
 }
 
 // parseFlags parses args; extra positional arguments are a usage error.
