@@ -74,7 +74,7 @@ type cliResult struct {
 func runCLI(t *testing.T, ctx context.Context, env map[string]string, args ...string) cliResult {
 	t.Helper()
 	var out, errw bytes.Buffer
-	e := &environment{stdout: &out, stderr: &errw, getenv: func(k string) string { return env[k] }}
+	e := &environment{streams: streams{stdout: &out, stderr: &errw}, getenv: func(k string) string { return env[k] }}
 	code := run(ctx, e, args)
 	return cliResult{code, out.String(), errw.String()}
 }
