@@ -204,7 +204,7 @@ func TestResumeKeepsCompleteShards(t *testing.T) {
 	st := &staging{dir: stagingDir(cfg.OutputRoot, name)}
 	// As a kill would leave them: shard 5 without its record, shard 8
 	// torn (one byte short), shard 9 with a flipped byte.
-	if err := os.Remove(st.recordPath(5)); err != nil {
+	if err := os.Remove(st.receiptPath(5)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(st.shardPath(8), fileSize(t, st.shardPath(8))-1); err != nil {
@@ -280,7 +280,7 @@ func TestPartitionThresholdFailsEveryPartition(t *testing.T) {
 	cfg.Thresholds.Missing.MaxCount = &max0
 	for i := range 3 {
 		_, err := BuildPartition(context.Background(), Options{Config: cfg, Source: src()}, Partition{i, 3})
-		var th *ThresholdError
+		var th *validate.ThresholdError
 		if !errors.As(err, &th) {
 			t.Fatalf("partition %d/3: %v, want a ThresholdError", i, err)
 		}

@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warehouse-etl/shard"
-	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
 
@@ -224,10 +223,9 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 	if err != nil {
 		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: warehouse.ManifestError(dir, err).Error()})
 	}
-	for _, f := range m.Thresholds.Evaluate(m.Summary.Total) {
-		if f.Action != validate.ActionWarn {
-			res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
-		}
+	failed, _ := m.Thresholds.Check(m.Summary.Total)
+	for _, f := range failed {
+		res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 
 	"warehouse-etl/internal/fuzzmem"
+	"warehouse-etl/validate"
 	"warehouse-etl/verify"
 	. "warehouse-etl/warehouse"
 	"warehouse-etl/warehouse/warehousetest"
@@ -67,7 +68,7 @@ func fuzzOpen(t *testing.T, manifest, shardBytes []byte) (samples int, err error
 	opts := OpenOptions{IgnoreThresholds: true, VerifyChecksums: len(manifest)%2 == 0}
 	r, err := NewMemReader("fuzz", m, opts, files)
 	if err != nil {
-		var te *ThresholdError
+		var te *validate.ThresholdError
 		if errors.As(err, &te) {
 			t.Fatalf("thresholds were to be ignored: %v", err)
 		}

@@ -56,24 +56,6 @@ type OpenOptions struct {
 	RecheckSamples bool
 }
 
-// ThresholdError is Open's refusal of a warehouse whose validation summary
-// exceeds a limit with action fail.
-type ThresholdError struct {
-	Dir      string
-	Findings []validate.Finding
-}
-
-func (e *ThresholdError) Error() string {
-	msg := fmt.Sprintf("%s: refusing a warehouse whose validation summary exceeds its thresholds:", e.Dir)
-	for i, f := range e.Findings {
-		if i > 0 {
-			msg += ";"
-		}
-		msg += " " + f.String()
-	}
-	return msg
-}
-
 // Reader is an open warehouse version: the manifest, checked, and its
 // shards, mapped on first use. It is safe for concurrent use by multiple
 // goroutines, except Close, which must come after every other call has
@@ -146,7 +128,7 @@ func (s *lazyShard) markVerified(local int) {
 // that needs them, and their headers checked against the manifest then.
 //
 // Errors name the file at fault. A summary that exceeds a limit with
-// action fail gives a *ThresholdError unless opts.IgnoreThresholds.
+// action fail gives a *validate.ThresholdError unless opts.IgnoreThresholds.
 func Open(path string, opts OpenOptions) (*Reader, error) {
 	log := opts.Logger
 	if log == nil {
@@ -282,19 +264,15 @@ func checkThresholds(dir string, m *Manifest, opts OpenOptions, log *slog.Logger
 	if opts.Thresholds != nil {
 		th = *opts.Thresholds
 	}
-	var failed []validate.Finding
-	for _, f := range th.Evaluate(m.Summary.Total) {
-		switch {
-		case f.Action == validate.ActionWarn:
-			log.Warn("validation threshold exceeded (warn)", "dir", dir, "finding", f.String())
-		case opts.IgnoreThresholds:
-			log.Warn("validation threshold exceeded (fail), ignored on request", "dir", dir, "finding", f.String())
-		default:
-			failed = append(failed, f)
-		}
+	failed, warned := th.Check(m.Summary.Total)
+	for _, f := range warned {
+		log.Warn("validation threshold exceeded (warn)", "dir", dir, "finding", f.String())
 	}
-	if len(failed) > 0 {
-		return &ThresholdError{Dir: dir, Findings: failed}
+	if len(failed) > 0 && !opts.IgnoreThresholds {
+		return &validate.ThresholdError{Dir: dir, Findings: failed}
+	}
+	for _, f := range failed {
+		log.Warn("validation threshold exceeded (fail), ignored on request", "dir", dir, "finding", f.String())
 	}
 	return nil
 }

@@ -248,9 +248,9 @@ func TestOpenThresholds(t *testing.T) {
 				r.Close()
 				return
 			}
-			var te *ThresholdError
+			var te *validate.ThresholdError
 			if want := fmt.Sprintf(tt.want, fx.Dir); err == nil || err.Error() != want || !errors.As(err, &te) {
-				t.Fatalf("Open: %v\nwant *ThresholdError %q", err, want)
+				t.Fatalf("Open: %v\nwant *validate.ThresholdError %q", err, want)
 			}
 		})
 	}

@@ -247,7 +247,7 @@ func TestEnginesAnswerDocumentedQueries(t *testing.T) {
 				skippedWith[rec.Source] = map[validate.Reason]int64{}
 			}
 			if !rec.Kept {
-				skippedWith[rec.Source][reason]++
+				skippedWith[rec.Source][validate.Reason(reason)]++
 			}
 		}
 	}

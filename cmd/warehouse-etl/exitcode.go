@@ -8,8 +8,8 @@ import (
 	"warehouse-etl/analytics"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
+	"warehouse-etl/validate"
 	"warehouse-etl/verify"
-	"warehouse-etl/warehouse"
 )
 
 // Exit codes; the usage text in main.go lists them for users.
@@ -38,10 +38,9 @@ var errUsageShown = usageError{errors.New("usage")}
 // exitCode is the one place that maps errors to exit codes.
 func exitCode(ctx context.Context, err error) int {
 	var (
-		threshold *pipeline.ThresholdError
+		threshold *validate.ThresholdError
 		stale     *pipeline.StaleError
 		drift     *analytics.DriftError
-		opened    *warehouse.ThresholdError
 		findings  *verify.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
@@ -54,7 +53,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &threshold), errors.As(err, &opened):
+	case errors.As(err, &threshold):
 		return exitThreshold
 	case errors.As(err, &stale):
 		return exitStale
