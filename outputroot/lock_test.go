@@ -1,6 +1,7 @@
 package outputroot
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -116,5 +117,72 @@ func TestLockAndStaleTmp(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Fatal("another version's tmp dir was removed")
+	}
+}
+
+func TestSharedAndExclusiveVersionLocks(t *testing.T) {
+	root := t.TempDir()
+	ctx := context.Background()
+	p0, err := LockVersionShared(ctx, root, "v1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := LockVersionShared(ctx, root, "v1", 0)
+	if err != nil {
+		t.Fatalf("two partitions hold the lock together: %v", err)
+	}
+	_, err = LockVersion(root, "v1")
+	if want := filepath.Join(root, ".v1.lock") + ": " + ErrLocked.Error(); !errors.Is(err, ErrLocked) || err.Error() != want {
+		t.Fatalf("LockVersion under partitions: %v, want %q", err, want)
+	}
+	p0.Release()
+	p1.Release()
+	p1.Release() // twice is fine
+	b, err := LockVersion(root, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	_, err = LockVersionShared(ctx, root, "v1", 0)
+	if want := filepath.Join(root, ".v1.lock") + ": " + ErrLocked.Error() + " (a single-machine build or a commit holds it)"; err == nil || err.Error() != want {
+		t.Fatalf("LockVersionShared under a build: %v, want %q", err, want)
+	}
+}
+
+// CleanTemporary removes what crashed builds left, but never what a
+// running build (its version's lock is held) is writing.
+func TestCleanTemporaryLeavesRunningBuilds(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{".v1.tmp-crashed", ".v2.tmp-running", ".v3.tmp-gc", "v1"} {
+		writeFile(t, filepath.Join(root, dir, "x"), "1234")
+	}
+	running, err := LockVersion(root, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Release()
+	for _, dryRun := range []bool{true, false} {
+		removed, err := CleanTemporary(root, "", dryRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range removed {
+			got = append(got, filepath.Base(r.Path))
+			if r.Bytes != 4 {
+				t.Errorf("%s: %d bytes, want 4", r.Path, r.Bytes)
+			}
+		}
+		if strings.Join(got, ",") != ".v1.tmp-crashed,.v3.tmp-gc" {
+			t.Fatalf("dry run %v: removed %v", dryRun, got)
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != ".v1.lock,.v2.lock,.v2.tmp-running,.v3.lock,v1" {
+		t.Fatalf("root holds %s", got)
 	}
 }
