@@ -17,6 +17,8 @@ import (
 
 	"warehouse-etl/analytics"
 	"warehouse-etl/config"
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -34,7 +36,7 @@ type Options struct {
 	Workers  int                 // 0 means Config.WorkerCount()
 	Source   sources.Source      // nil means the source the config names
 	// LockWait is how long to wait for another build of the same version
-	// to release its lock; 0 fails at once with warehouse.ErrLocked.
+	// to release its lock; 0 fails at once with outputroot.ErrLocked.
 	LockWait time.Duration
 }
 
@@ -142,7 +144,7 @@ func newBuilder(opts Options) (*builder, error) {
 // all with the partitions' shards in place of its own.
 
 // Build runs the whole pipeline. Errors are *validate.ThresholdError (exit
-// 3), *StaleError (exit 4), warehouse.ErrLocked (exit 5), context
+// 3), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
 // cancellation, or another error naming what failed.
 func Build(ctx context.Context, opts Options) (*Result, error) {
 	b, err := newBuilder(opts)
@@ -151,7 +153,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer b.close()
 	start := b.now()
-	lock, err := warehouse.AcquireWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
+	lock, err := outputroot.LockVersionWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -181,11 +183,11 @@ type shardsStage func(ctx context.Context, scan *scanResult, sp shardPlan, rep *
 // already published is up to date (or refused as stale) unless
 // WAREHOUSE_CLEAR=1 replaces it. Build and Commit both end here, so a
 // partitioned build publishes exactly what a single-machine build does.
-func (b *builder) version(ctx context.Context, lock *warehouse.Build, start time.Time, what string, shards shardsStage) (*Result, error) {
+func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, start time.Time, what string, shards shardsStage) (*Result, error) {
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
-	freed, err := warehouse.CleanTemporary(b.outRoot, b.id.DirName(), false)
+	freed, err := outputroot.CleanTemporary(b.outRoot, b.id.DirName(), false)
 	for _, r := range freed {
 		b.log.Info("removed a temporary directory", "path", r.Path, "bytes", r.Bytes, "why", r.Why)
 	}
@@ -199,7 +201,7 @@ func (b *builder) version(ctx context.Context, lock *warehouse.Build, start time
 		return b.upToDate(ctx, lock, final, m)
 	}
 	replacing := fileExists(final)
-	tmp, err := lock.Begin()
+	tmp, err := lock.CreateTemp()
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +296,7 @@ func (b *builder) seal(ctx context.Context, tmp string, m *warehouse.Manifest, w
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := warehouse.WriteFileSync(filepath.Join(tmp, warehouse.BuildReportName), raw); err != nil {
+	if err := atomicfile.WriteSynced(filepath.Join(tmp, warehouse.BuildReportName), raw); err != nil {
 		return time.Time{}, err
 	}
 	if err := analytics.ExportBuildReport(ctx, tmp, m, raw); err != nil {
@@ -321,10 +323,10 @@ func (b *builder) seal(ctx context.Context, tmp string, m *warehouse.Manifest, w
 }
 
 // publish is the last stage: it renames the sealed version into place and
-// points latest at it (lock.Commit), then removes the staging directory,
+// points latest at it (lock.Publish), then removes the staging directory,
 // whose shards the version now holds as hard links.
-func (b *builder) publish(lock *warehouse.Build, st *staging, m *warehouse.Manifest, rep *Report, replacing bool, sealed time.Time) (*Result, error) {
-	if err := lock.Commit(); err != nil {
+func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehouse.Manifest, rep *Report, replacing bool, sealed time.Time) (*Result, error) {
+	if err := lock.Publish(); err != nil {
 		return nil, err
 	}
 	commitSeconds := b.now().Sub(sealed).Seconds()
@@ -348,7 +350,7 @@ func (b *builder) publish(lock *warehouse.Build, st *staging, m *warehouse.Manif
 // upToDate handles a rerun against an existing version: unchanged sources
 // mean nothing to do (but today's thresholds still apply to the recorded
 // summary); changed sources are refused.
-func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir string, m *warehouse.Manifest) (*Result, error) {
+func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, dir string, m *warehouse.Manifest) (*Result, error) {
 	if err := b.checkPublished(ctx, dir, m); err != nil {
 		return nil, err
 	}
@@ -388,7 +390,7 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 	}
 	if fw.Sum().SHA256 != m.SourceFingerprint.SHA256 {
 		change, err := warehouse.FirstChange(filepath.Join(dir, m.Files.Fingerprint), func(fn func(warehouse.FileEntry) error) error {
-			return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fn(warehouse.FileEntry(fi)) })
+			return b.src.Fingerprint(ctx, fn)
 		})
 		if err != nil {
 			return err
@@ -411,7 +413,7 @@ func fileExists(p string) bool {
 
 // fingerprint feeds every source file into fw.
 func (b *builder) fingerprint(ctx context.Context, fw *warehouse.FingerprintWriter) error {
-	return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fw.Add(warehouse.FileEntry(fi)) })
+	return b.src.Fingerprint(ctx, fw.Add)
 }
 
 // checkSourcesUnchanged re-lists the inputs after the build: a file that

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/outputroot"
 )
 
 // Partition is part Index of Count of a version's shards: the shards
@@ -140,7 +140,7 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 	defer b.close()
 	start := b.now()
 	name := b.id.DirName()
-	lock, err := warehouse.AcquireShared(ctx, b.outRoot, name, b.opts.LockWait)
+	lock, err := outputroot.LockVersionShared(ctx, b.outRoot, name, b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 	st := &staging{dir: stagingDir(b.outRoot, name)}
 	deadline := time.Now().Add(opts.Wait)
 	for {
-		lock, err := warehouse.Acquire(b.outRoot, name)
+		lock, err := outputroot.LockVersion(b.outRoot, name)
 		switch {
 		case err == nil:
 			_, statErr := os.Stat(lock.FinalDir())
@@ -277,7 +277,7 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 				return b.version(ctx, lock, start, "commit", b.checkStaged)
 			}
 			lock.Release() // partitions have not all finished: wait for them
-		case !errors.Is(err, warehouse.ErrLocked):
+		case !errors.Is(err, outputroot.ErrLocked):
 			return nil, err
 		case !time.Now().Before(deadline):
 			return nil, &IncompleteError{Running: true, Who: st.describeRunning()}

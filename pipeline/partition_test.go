@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"warehouse-etl/config"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -242,23 +243,23 @@ func TestPartitionRunTwiceIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := warehouse.LockOwned(st.lockPath(5), "partition 1/3 on node7 pid 4242")
+	held, err := outputroot.LockOwned(st.lockPath(5), "partition 1/3 on node7 pid 4242")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Release()
 	_, err = BuildPartition(context.Background(), Options{Config: cfg, Source: partitionSource(t)}, Partition{1, 3})
-	if !errors.Is(err, warehouse.ErrLocked) || !strings.Contains(err.Error(), "shard-00005.lock is held by partition 1/3 on node7 pid 4242") {
+	if !errors.Is(err, outputroot.ErrLocked) || !strings.Contains(err.Error(), "shard-00005.lock is held by partition 1/3 on node7 pid 4242") {
 		t.Fatalf("err %v, want ErrLocked naming the holder", err)
 	}
 	// A commit meanwhile is refused too, and a single-machine build
 	// waits for partitions (they hold the version lock shared).
-	p0, err := warehouse.AcquireShared(context.Background(), cfg.OutputRoot, filepath.Base(single.Dir), 0)
+	p0, err := outputroot.LockVersionShared(context.Background(), cfg.OutputRoot, filepath.Base(single.Dir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p0.Release()
-	if _, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t)}); !errors.Is(err, warehouse.ErrLocked) {
+	if _, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t)}); !errors.Is(err, outputroot.ErrLocked) {
 		t.Fatalf("build during partitions: %v, want ErrLocked", err)
 	}
 	var inc *IncompleteError

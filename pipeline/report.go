@@ -131,13 +131,12 @@ func encodeJSON(v any) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-// sourceEntries is the manifest's table of runs or episodes.
+// sourceEntries is the manifest's table of runs or episodes (never nil:
+// the manifest says [] for none).
 func (b *builder) sourceEntries() []warehouse.SourceEntry {
 	entries := b.src.Entries()
 	out := make([]warehouse.SourceEntry, len(entries))
-	for i, e := range entries {
-		out[i] = warehouse.SourceEntry{Index: e.Index, Name: e.Name, Attributes: e.Attributes}
-	}
+	copy(out, entries)
 	return out
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -43,7 +45,7 @@ const receiptFormat = 1
 type staging struct{ dir string }
 
 func stagingDir(outRoot, name string) string {
-	return filepath.Join(outRoot, "."+name+warehouse.StagingSuffix)
+	return filepath.Join(outRoot, "."+name+outputroot.StagingSuffix)
 }
 
 // openStaging creates the staging directory of version name (clear: empty
@@ -233,28 +235,7 @@ func (st *staging) writeReceipt(r *shardReceipt) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(st.receiptPath(r.Shard), raw)
-}
-
-// writeFileAtomic writes data to path through a fsynced temporary file
-// and a rename, then fsyncs the directory.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := warehouse.WriteFileSync(tmp, data); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return atomicfile.Write(st.receiptPath(r.Shard), raw, 0o644)
 }
 
 // forget removes shard k's receipt and file, so it is built again.
@@ -290,7 +271,7 @@ func (st *staging) writePartition(r *partitionRun) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(st.partitionPath(Partition{r.Index, r.Count}), append(raw, '\n'))
+	return atomicfile.Write(st.partitionPath(Partition{r.Index, r.Count}), append(raw, '\n'), 0o644)
 }
 
 // partitions reads every partition run (unreadable ones are skipped:

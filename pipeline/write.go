@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
 	"warehouse-etl/warehouse"
@@ -70,7 +71,7 @@ func (b *builder) shards(ctx context.Context, st *staging, scan *scanResult, sp 
 	}
 	ks := make([]int, 0, hi-lo)
 	for k := lo; k < hi; k++ {
-		l, err := warehouse.LockOwned(st.lockPath(k), owner)
+		l, err := outputroot.LockOwned(st.lockPath(k), owner)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -87,7 +88,7 @@ func runExportParquet(ctx context.Context, opts exportParquetOptions, s streams)
 	}
 	// The build lock keeps a WAREHOUSE_CLEAR rebuild from swapping the
 	// directory while we write into it.
-	lock, err := warehouse.Acquire(filepath.Dir(dir), filepath.Base(dir))
+	lock, err := outputroot.LockVersion(filepath.Dir(dir), filepath.Base(dir))
 	if err != nil {
 		return err
 	}

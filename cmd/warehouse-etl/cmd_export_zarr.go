@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/verify"
 	"warehouse-etl/zarr"
 )
 
@@ -67,7 +67,7 @@ func runExportZarr(ctx context.Context, opts exportZarrOptions, s streams) error
 		Options:    zarr.Options{ZstdLevel: opts.ZstdLevel, ShardSamples: opts.ShardSamples, Workers: opts.Workers, Logger: log},
 		VerifyFull: opts.Verify == "full",
 	})
-	var findings *warehouse.FindingsError
+	var findings *verify.FindingsError
 	if errors.As(err, &findings) {
 		for _, f := range findings.Findings {
 			fmt.Fprintf(s.stderr, "  %s\n", f)

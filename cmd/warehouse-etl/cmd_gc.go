@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/outputroot"
 )
 
 const gcSynopsis = `--output-root DIR --keep N [--keep-days D] [--dry-run] [--json]
@@ -49,7 +49,7 @@ func runGC(ctx context.Context, opts gcOptions, s streams) error {
 	case opts.KeepDays < 0:
 		return usageError{fmt.Errorf("--keep-days %v: must be >= 0", opts.KeepDays)}
 	}
-	rep, err := warehouse.GC(opts.OutputRoot, warehouse.GCOptions{Keep: opts.Keep, KeepFor: time.Duration(opts.KeepDays * float64(24*time.Hour)), DryRun: opts.DryRun})
+	rep, err := outputroot.GC(opts.OutputRoot, outputroot.GCOptions{Keep: opts.Keep, KeepFor: time.Duration(opts.KeepDays * float64(24*time.Hour)), DryRun: opts.DryRun})
 	if rep != nil {
 		if opts.JSON {
 			enc := json.NewEncoder(s.stdout)
@@ -58,7 +58,7 @@ func runGC(ctx context.Context, opts gcOptions, s streams) error {
 				Root   string `json:"root"`
 				DryRun bool   `json:"dry_run"`
 				Freed  int64  `json:"freed_bytes"`
-				*warehouse.GCReport
+				*outputroot.GCReport
 			}{opts.OutputRoot, opts.DryRun, freedBytes(rep), rep}
 			if jerr := enc.Encode(out); jerr != nil && err == nil {
 				err = jerr
@@ -80,7 +80,7 @@ func runGC(ctx context.Context, opts gcOptions, s streams) error {
 	return err
 }
 
-func freedBytes(rep *warehouse.GCReport) int64 {
+func freedBytes(rep *outputroot.GCReport) int64 {
 	var n int64
 	for _, r := range rep.Removed {
 		n += r.Bytes

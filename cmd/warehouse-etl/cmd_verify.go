@@ -8,6 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -44,7 +45,7 @@ func (o *verifyOptions) addFlags(fs *flag.FlagSet) {
 }
 
 // runVerify checks the version at opts.Path and prints its findings; a
-// finding is a *warehouse.FindingsError.
+// finding is a *verify.FindingsError.
 func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
 	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
 		return err
@@ -57,7 +58,7 @@ func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	res, err := warehouse.VerifyReport(ctx, dir, warehouse.VerifyOptions{Full: opts.Full, Workers: opts.Workers, Logger: log})
+	res, err := verify.Run(ctx, dir, verify.Options{Full: opts.Full, Workers: opts.Workers, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -65,15 +66,15 @@ func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
 	next := verifyNext(dir, opts.Full, findings)
 	if opts.JSON {
 		out := struct {
-			Dir      string              `json:"dir"`
-			Full     bool                `json:"full"`
-			Count    int                 `json:"count"`
-			Findings []warehouse.Finding `json:"findings"`
-			Notes    []string            `json:"notes"`
-			Next     string              `json:"next"`
+			Dir      string           `json:"dir"`
+			Full     bool             `json:"full"`
+			Count    int              `json:"count"`
+			Findings []verify.Finding `json:"findings"`
+			Notes    []string         `json:"notes"`
+			Next     string           `json:"next"`
 		}{dir, opts.Full, len(findings), findings, res.Notes, next}
 		if out.Findings == nil {
-			out.Findings = []warehouse.Finding{}
+			out.Findings = []verify.Finding{}
 		}
 		if out.Notes == nil {
 			out.Notes = []string{}
@@ -87,12 +88,12 @@ func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
 		printFindings(s.stdout, dir, opts.Full, findings, res.Notes, next)
 	}
 	if len(findings) > 0 {
-		return &warehouse.FindingsError{Dir: dir, Findings: findings}
+		return &verify.FindingsError{Dir: dir, Findings: findings}
 	}
 	return nil
 }
 
-func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Finding, notes []string, next string) {
+func printFindings(w io.Writer, dir string, full bool, findings []verify.Finding, notes []string, next string) {
 	mode := "quick: manifest and its digest, thresholds, every other file's sha256, shard presence, sizes and headers"
 	if full {
 		mode = "full: also every shard's and Zarr chunk's sha256 and every value"
@@ -125,7 +126,7 @@ func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Find
 }
 
 // verifyNext is the command a person should run after this verification.
-func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
+func verifyNext(dir string, full bool, findings []verify.Finding) string {
 	if len(findings) == 0 {
 		if !full {
 			return fmt.Sprintf("warehouse-etl verify --tensor-warehouse %s --full   (re-hash every shard and read every value)", dir)
@@ -134,7 +135,7 @@ func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
 	}
 	onlyThresholds := true
 	for _, f := range findings {
-		onlyThresholds = onlyThresholds && f.Kind == warehouse.FindingThreshold
+		onlyThresholds = onlyThresholds && f.Kind == verify.FindingThreshold
 	}
 	if onlyThresholds {
 		return fmt.Sprintf("warehouse-etl inspect --tensor-warehouse %s   (the data is intact but its validation summary exceeds the recorded limits: fix the inputs and rebuild, or read it anyway with load --ignore-thresholds)", dir)

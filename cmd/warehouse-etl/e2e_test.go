@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"warehouse-etl/analytics/records"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
@@ -359,7 +360,7 @@ func TestInterruptedBuildPublishesNothing(t *testing.T) {
 func TestLockedVersionExits5(t *testing.T) {
 	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
 	dir, _ := mustBuild(t, cfgPath, nil)
-	lock, err := warehouse.Acquire(outRoot, filepath.Base(dir))
+	lock, err := outputroot.LockVersion(outRoot, filepath.Base(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,10 @@ import (
 	"flag"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/validate"
-	"warehouse-etl/warehouse"
+	"warehouse-etl/verify"
 )
 
 // Exit codes; the usage text in main.go lists them for users.
@@ -40,7 +41,7 @@ func exitCode(ctx context.Context, err error) int {
 		threshold *validate.ThresholdError
 		stale     *pipeline.StaleError
 		drift     *analytics.DriftError
-		findings  *warehouse.FindingsError
+		findings  *verify.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
 		partial   *pipeline.IncompleteError
@@ -58,7 +59,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitStale
 	case errors.As(err, &partial):
 		return exitIncomplete
-	case errors.Is(err, warehouse.ErrLocked):
+	case errors.Is(err, outputroot.ErrLocked):
 		return exitLocked
 	case errors.As(err, &drift):
 		return exitDrift
