@@ -28,13 +28,12 @@ import (
 // Options configure one build.
 type Options struct {
 	Config   *config.Config
-	Clear    bool                // WAREHOUSE_CLEAR=1: rebuild and replace an existing version
-	Getenv   func(string) string // threshold overrides; nil means no overrides
-	Logger   *slog.Logger        // nil discards
-	Counters *Counters           // nil allocates private counters
-	Now      func() time.Time    // nil means time.Now
-	Workers  int                 // 0 means Config.WorkerCount()
-	Source   sources.Source      // nil means the source the config names
+	Clear    bool             // WAREHOUSE_CLEAR=1: rebuild and replace an existing version
+	Logger   *slog.Logger     // nil discards
+	Counters *Counters        // nil allocates private counters
+	Now      func() time.Time // nil means time.Now
+	Workers  int              // 0 means Config.WorkerCount()
+	Source   sources.Source   // nil means the source the config names
 	// LockWait is how long to wait for another build of the same version
 	// to release its lock; 0 fails at once with outputroot.ErrLocked.
 	LockWait time.Duration
@@ -107,15 +106,7 @@ func newBuilder(opts Options) (*builder, error) {
 	if b.workers <= 0 {
 		b.workers = cfg.WorkerCount()
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	th, err := cfg.Thresholds.WithEnv(getenv)
-	if err != nil {
-		return nil, &ConfigError{err}
-	}
-	b.thresholds = th
+	b.thresholds = cfg.Thresholds
 	b.src = opts.Source
 	if b.src == nil {
 		src, err := openSource(cfg, b.log)

@@ -144,7 +144,7 @@ func TestVersionDirIsWhereBuildPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Build(context.Background(), Options{Config: cfg, Getenv: func(string) string { return "" }})
+	res, err := Build(context.Background(), Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

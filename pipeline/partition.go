@@ -38,10 +38,12 @@ func ParsePartition(s string) (Partition, error) {
 	if !ok || err1 != nil || err2 != nil {
 		return Partition{}, fmt.Errorf("partition %q: want i/N, e.g. 0/4, or auto", s)
 	}
-	return checkPartition(i, n)
+	return NewPartition(i, n)
 }
 
-func checkPartition(i, n int) (Partition, error) {
+// NewPartition is partition i of n, checked: 1 <= n <= MaxPartitions and
+// 0 <= i < n.
+func NewPartition(i, n int) (Partition, error) {
 	if n < 1 || n > MaxPartitions {
 		return Partition{}, fmt.Errorf("partition count %d: must be 1..%d", n, MaxPartitions)
 	}
@@ -49,70 +51,6 @@ func checkPartition(i, n int) (Partition, error) {
 		return Partition{}, fmt.Errorf("partition index %d: must be 0..%d for %d partitions", i, n-1, n)
 	}
 	return Partition{i, n}, nil
-}
-
-// AutoPartition reads the partition from the job engine's environment:
-//
-//   - Slurm job array: SLURM_ARRAY_TASK_ID, with SLURM_ARRAY_TASK_MIN and
-//     SLURM_ARRAY_TASK_MAX (index = ID - MIN, count = MAX - MIN + 1; the
-//     array must be dense, step 1) or else SLURM_ARRAY_TASK_COUNT with
-//     0-based ids;
-//   - Kubernetes Indexed Job: JOB_COMPLETION_INDEX, with the count from
-//     WAREHOUSE_PARTITIONS or else configured (the config's "partitions";
-//     the Job's completions, which Kubernetes does not pass to the pod).
-func AutoPartition(getenv func(string) string, configured int) (Partition, error) {
-	num := func(name string) (int, bool, error) {
-		v := getenv(name)
-		if v == "" {
-			return 0, false, nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, false, fmt.Errorf("%s=%q: not an integer", name, v)
-		}
-		return n, true, nil
-	}
-	if id, ok, err := num("SLURM_ARRAY_TASK_ID"); err != nil {
-		return Partition{}, err
-	} else if ok {
-		if step, ok, err := num("SLURM_ARRAY_TASK_STEP"); err != nil {
-			return Partition{}, err
-		} else if ok && step != 1 {
-			return Partition{}, fmt.Errorf("SLURM_ARRAY_TASK_STEP=%d: the array must be dense (--array=0-7, not 0-14:2), or give --partition i/N", step)
-		}
-		lo, okLo, err1 := num("SLURM_ARRAY_TASK_MIN")
-		hi, okHi, err2 := num("SLURM_ARRAY_TASK_MAX")
-		count, okCount, err3 := num("SLURM_ARRAY_TASK_COUNT")
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return Partition{}, err
-		}
-		switch {
-		case okLo && okHi:
-			if okCount && count != hi-lo+1 {
-				return Partition{}, fmt.Errorf("SLURM_ARRAY_TASK_COUNT=%d but MIN..MAX is %d..%d: the array must be dense, or give --partition i/N", count, lo, hi)
-			}
-			return checkPartition(id-lo, hi-lo+1)
-		case okCount:
-			return checkPartition(id, count)
-		}
-		return Partition{}, errors.New("SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_MIN/MAX nor SLURM_ARRAY_TASK_COUNT")
-	}
-	if id, ok, err := num("JOB_COMPLETION_INDEX"); err != nil {
-		return Partition{}, err
-	} else if ok {
-		n, okN, err := num("WAREHOUSE_PARTITIONS")
-		if err != nil {
-			return Partition{}, err
-		}
-		if !okN {
-			n = configured
-		}
-		if n == 0 {
-			return Partition{}, errors.New("JOB_COMPLETION_INDEX is set but the partition count is not: set WAREHOUSE_PARTITIONS to the Job's completions (or \"partitions\" in the config)")
-		}
-		return checkPartition(id, n)
-	}
-	return Partition{}, errors.New("--partition auto: no job engine in the environment (SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX)")
 }
 
 // PartitionResult describes a finished partition.

@@ -3,7 +3,6 @@ package validate
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -119,80 +118,6 @@ func (t Thresholds) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// WithEnv returns t with the environment's overrides applied, read through
-// getenv (os.Getenv in the CLI). For each category C in INVALID, MISSING,
-// EMPTY:
-//
-//	WAREHOUSE_MAX_C         max_count: an integer >= 0, or "off" for no limit
-//	WAREHOUSE_MAX_C_RATIO   max_ratio: a number in [0,1], or "off" for no limit
-//	WAREHOUSE_C_ACTION      action: fail or warn
-//
-// An unset or empty variable changes nothing. A malformed value is an
-// error naming the variable; all malformed variables are reported at once.
-func (t Thresholds) WithEnv(getenv func(string) string) (Thresholds, error) {
-	var errs []error
-	for _, cat := range t.categories() {
-		up := strings.ToUpper(cat.name)
-		if v, ok := envValue(getenv, "WAREHOUSE_MAX_"+up); ok {
-			n, err := parseCountLimit(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("WAREHOUSE_MAX_%s=%q: %w", up, v, err))
-			} else {
-				cat.limit.MaxCount = n
-			}
-		}
-		if v, ok := envValue(getenv, "WAREHOUSE_MAX_"+up+"_RATIO"); ok {
-			r, err := parseRatioLimit(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("WAREHOUSE_MAX_%s_RATIO=%q: %w", up, v, err))
-			} else {
-				cat.limit.MaxRatio = r
-			}
-		}
-		if v, ok := envValue(getenv, "WAREHOUSE_"+up+"_ACTION"); ok {
-			switch a := Action(v); a {
-			case ActionFail, ActionWarn:
-				cat.limit.Action = a
-			default:
-				errs = append(errs, fmt.Errorf("WAREHOUSE_%s_ACTION=%q: must be fail or warn", up, v))
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Thresholds{}, err
-	}
-	return t, nil
-}
-
-// envValue returns the trimmed value of name and whether it is set to
-// something.
-func envValue(getenv func(string) string, name string) (string, bool) {
-	v := strings.TrimSpace(getenv(name))
-	return v, v != ""
-}
-
-func parseCountLimit(v string) (*int64, error) {
-	if v == "off" {
-		return nil, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return nil, errors.New(`must be an integer >= 0 or "off"`)
-	}
-	return &n, nil
-}
-
-func parseRatioLimit(v string) (*float64, error) {
-	if v == "off" {
-		return nil, nil
-	}
-	r, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(r) || r < 0 || r > 1 {
-		return nil, errors.New(`must be a number in [0,1] or "off"`)
-	}
-	return &r, nil
 }
 
 // Check evaluates t on c and splits the exceeded limits by action: failed

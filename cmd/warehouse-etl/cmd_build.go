@@ -44,8 +44,8 @@ type buildEnv struct {
 	// Clear is WAREHOUSE_CLEAR.
 	Clear bool
 	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
-	// WAREHOUSE_*_ACTION) and, for build --partition auto, the job
-	// engine's variables.
+	// WAREHOUSE_*_ACTION: thresholdsFromEnv) and, for build --partition
+	// auto, the job engine's variables (partitionFromEnv).
 	Getenv func(string) string
 }
 
@@ -91,9 +91,9 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		// monitoring system sees every failed night.
 		defer metricsOnExit(ctx, s.stderr, "build", opts.MetricsFile, opts.Config, &res, &err)()
 	}
-	cfg, err := config.Load(opts.Config)
+	cfg, err := loadConfig(opts.Config, opts.Getenv)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	var part pipeline.Partition
 	if opts.Partition != "" {
@@ -101,7 +101,7 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 			return usageError{errors.New("--metrics-file: not with --partition (monitor the commit)")}
 		}
 		if opts.Partition == "auto" {
-			part, err = pipeline.AutoPartition(opts.Getenv, cfg.Partitions)
+			part, err = partitionFromEnv(opts.Getenv, cfg.Partitions)
 		} else {
 			part, err = pipeline.ParsePartition(opts.Partition)
 		}
@@ -135,7 +135,6 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	popts := pipeline.Options{
 		Config:   cfg,
 		Clear:    opts.Clear,
-		Getenv:   opts.Getenv,
 		Logger:   log,
 		Counters: counters,
 		Workers:  opts.Workers,

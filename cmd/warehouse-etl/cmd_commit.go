@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"warehouse-etl/config"
 	"warehouse-etl/pipeline"
 )
 
@@ -59,9 +58,9 @@ func runCommit(ctx context.Context, opts commitOptions, s streams) (err error) {
 	if opts.MetricsFile != "" {
 		defer metricsOnExit(ctx, s.stderr, "commit", opts.MetricsFile, opts.Config, &res, &err)()
 	}
-	cfg, err := config.Load(opts.Config)
+	cfg, err := loadConfig(opts.Config, opts.Getenv)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
@@ -71,7 +70,6 @@ func runCommit(ctx context.Context, opts commitOptions, s streams) (err error) {
 		Options: pipeline.Options{
 			Config:  cfg,
 			Clear:   opts.Clear,
-			Getenv:  opts.Getenv,
 			Logger:  log,
 			Workers: opts.Workers,
 		},

@@ -193,7 +193,10 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 	case opts.AllowLive:
 		fmt.Fprintf(s.stderr, "\n%s\nWARNING: no warehouse at %s.\nWARNING: LIVE DECODING from %s: every sample is decoded, resized and\nWARNING: normalized on every read. This is a development fallback, far slower than a\nWARNING: warehouse and unchecked by verify. Build it: warehouse-etl build --config %s\n%s\n\n",
 			strings.Repeat("!", 78), path, cfg.Resolve(cfg.Source.Root), opts.Config, strings.Repeat("!", 78))
-		live, err = pipeline.OpenLive(ctx, pipeline.LiveOptions{Options: pipeline.Options{Config: cfg, Logger: log, Getenv: opts.Getenv}, IgnoreThresholds: opts.IgnoreThresholds})
+		if cfg.Thresholds, err = thresholdsFromEnv(cfg.Thresholds, opts.Getenv); err != nil {
+			return usageError{err}
+		}
+		live, err = pipeline.OpenLive(ctx, pipeline.LiveOptions{Options: pipeline.Options{Config: cfg, Logger: log}, IgnoreThresholds: opts.IgnoreThresholds})
 		if err != nil {
 			return err
 		}
