@@ -38,6 +38,8 @@ var commands = []command{
 	{"load", "read a warehouse the way training does and report throughput", runLoad},
 	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", runExport},
 	{"diff", "compare two versions; exit 6 past the drift limits", runDiff},
+	{"serve", "serve a read-only web viewer of a version (samples, rejections, runs, drift) on 127.0.0.1", serveCommand},
+	{"report", "write the viewer's overview and sample pages as static HTML with images (--out DIR)", reportCommand},
 	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", runGC},
 }
 

@@ -201,6 +201,11 @@ func rect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
 	}
 }
 
+// DashedRect outlines the pixel rectangle (x0, y0)-(x1, y1) in c, dashed.
+func DashedRect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
+	dashedRect(img, x0, y0, x1, y1, c)
+}
+
 func dashedRect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
 	for x := x0; x <= x1; x++ {
 		if x/4%2 == 0 {
