@@ -39,6 +39,15 @@ type serveOptions struct {
 }
 
 func serveCommand(ctx context.Context, env *environment, args []string) error {
+	opts, err := parseServeFlags(env, args)
+	if err != nil {
+		return err
+	}
+	return runServe(ctx, env, opts)
+}
+
+// parseServeFlags fills serveOptions from the command line.
+func parseServeFlags(env *environment, args []string) (serveOptions, error) {
 	var opts serveOptions
 	fs := newFlagSet(env, "serve", serveSynopsis)
 	fs.StringVar(&opts.path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
@@ -47,13 +56,13 @@ func serveCommand(ctx context.Context, env *environment, args []string) error {
 	fs.StringVar(&opts.datasetRoot, "dataset-root", "", "where rejected samples' source images are (default: the manifest's dataset_root when absolute)")
 	opts.log.register(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return opts, err
 	}
 	if opts.path == "" {
 		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse is required")}
+		return opts, usageError{fmt.Errorf("--tensor-warehouse is required")}
 	}
-	return runServe(ctx, env, opts)
+	return opts, nil
 }
 
 // runServe serves the viewer until ctx is cancelled.
