@@ -97,7 +97,7 @@ func (v *Viewer) Handler() http.Handler {
 	mux.HandleFunc("GET /img/{size}/{file}", func(w http.ResponseWriter, r *http.Request) {
 		size := r.PathValue("size")
 		num, ok := strings.CutSuffix(r.PathValue("file"), ".png")
-		if (size != "thumb" && size != "full") || !ok || !decimal.MatchString(num) || !noQuery(w, r) {
+		if (size != "thumb" && size != "full") || !ok || !decimal.MatchString(num) || r.URL.RawQuery != "" {
 			http.Error(w, "no such image", http.StatusNotFound)
 			return
 		}
@@ -133,7 +133,7 @@ func (v *Viewer) Handler() http.Handler {
 	mux.HandleFunc("GET /static/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		b, err := fs.ReadFile(staticFS, "static/"+name)
-		if !staticName.MatchString(name) || err != nil || !noQuery(w, r) {
+		if !staticName.MatchString(name) || err != nil || r.URL.RawQuery != "" {
 			http.NotFound(w, r)
 			return
 		}
@@ -174,7 +174,7 @@ func noQuery(w http.ResponseWriter, r *http.Request) bool {
 func (v *Viewer) seqParam(w http.ResponseWriter, r *http.Request) (int, bool) {
 	raw := r.PathValue("seq")
 	seq, err := strconv.Atoi(raw)
-	if !decimal.MatchString(raw) || err != nil || int64(seq) >= v.m.InputSamples || !noQuery(w, r) {
+	if !decimal.MatchString(raw) || err != nil || int64(seq) >= v.m.InputSamples || r.URL.RawQuery != "" {
 		http.Error(w, "no such sample", http.StatusNotFound)
 		return 0, false
 	}

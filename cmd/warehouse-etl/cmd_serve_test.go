@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ var viewerDemos = []string{"demo", "coco", "yolo", "kdb"}
 // buildDemo builds configs/<name>.jsonc with its paths made absolute and its
 // output root under outRoot, through the CLI, and returns the version
 // directory.
-func buildDemo(t *testing.T, name, outRoot string) string {
+func buildDemo(t *testing.T, name, outRoot string, replace ...string) string {
 	t.Helper()
 	raw, err := os.ReadFile("../../configs/" + name + ".jsonc")
 	if err != nil {
@@ -51,6 +52,12 @@ func buildDemo(t *testing.T, name, outRoot string) string {
 	}
 	text := strings.ReplaceAll(string(raw), `"../testdata/`, strconv.Quote(testdata + "/")[:len(testdata)+2])
 	text = strings.ReplaceAll(text, `"../out/`, strconv.Quote(outRoot + "/")[:len(outRoot)+2])
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(text, replace[i]) {
+			t.Fatalf("configs/%s.jsonc no longer contains %s", name, replace[i])
+		}
+		text = strings.ReplaceAll(text, replace[i], replace[i+1])
+	}
 	cfg := filepath.Join(t.TempDir(), name+".jsonc")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -62,6 +69,14 @@ func buildDemo(t *testing.T, name, outRoot string) string {
 // startServe runs serve in-process on a free loopback port until the test
 // ends and returns its base URL.
 func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	base, _ := startStoppableServe(t, args...)
+	return base
+}
+
+// startStoppableServe is startServe with a function that stops the server
+// (and checks it stopped cleanly) before the test ends.
+func startStoppableServe(t *testing.T, args ...string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -82,13 +97,17 @@ func startServe(t *testing.T, args ...string) string {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return "http://" + addr
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + addr, stop
 }
 
 // chromium returns the browser's path, skipping the test without one
