@@ -160,7 +160,6 @@ func TestServeRefusesPathTricks(t *testing.T) {
 	}
 }
 
-
 // treeState is every file and directory under root with its size, mode
 // and modification time.
 func treeState(t *testing.T, root string) map[string]string {
