@@ -95,7 +95,9 @@ func (v *Viewer) sampleBody(seq int) (*samplePage, error) {
 	}
 	p.HasImage = t.HasImage
 	if rec.Kept {
-		p.Width, p.Height = v.m.Transform.TargetWidth, v.m.Transform.TargetHeight
+		// Small targets are shown enlarged by a whole factor (pixelated).
+		k := max(1, 384/max(v.m.Transform.TargetWidth, v.m.Transform.TargetHeight))
+		p.Width, p.Height = k*v.m.Transform.TargetWidth, k*v.m.Transform.TargetHeight
 		s, err := v.r.Sample(int(rec.Index))
 		if err != nil {
 			return nil, err
