@@ -209,7 +209,7 @@ func thresholdRows(th validate.Thresholds, tot validate.Counts) []thresholdRow {
 		limit validate.Limit
 		count int64
 	}{{"invalid", th.Invalid, tot.Invalid}, {"missing", th.Missing, tot.Missing()}, {"empty", th.Empty, tot.Empty}} {
-		row := thresholdRow{Name: c.name, Limit: describeLimit(c.limit), Count: c.count, Total: tot.Total}
+		row := thresholdRow{Name: c.name, Limit: c.limit.Describe(), Count: c.count, Total: tot.Total}
 		if tot.Total > 0 {
 			row.Ratio = float64(c.count) / float64(tot.Total)
 		}
@@ -229,24 +229,6 @@ func thresholdRows(th validate.Thresholds, tot validate.Counts) []thresholdRow {
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-func describeLimit(l validate.Limit) string {
-	var parts []string
-	if l.MaxCount != nil {
-		parts = append(parts, fmt.Sprintf("max_count %d", *l.MaxCount))
-	}
-	if l.MaxRatio != nil {
-		parts = append(parts, fmt.Sprintf("max_ratio %g", *l.MaxRatio))
-	}
-	if len(parts) == 0 {
-		return "no limit"
-	}
-	action := l.Action
-	if action == "" {
-		action = validate.ActionFail
-	}
-	return strings.Join(parts, ", ") + " (" + string(action) + ")"
 }
 
 // tile is one sample of the grid.

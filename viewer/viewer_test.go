@@ -252,7 +252,7 @@ func BenchmarkViewer100k(b *testing.B) {
 		v.Close()
 		b.ReportMetric(open.Seconds()*1e3, "ms-open")
 		b.ReportMetric(overview.Seconds()*1e3, "ms-overview")
-		b.ReportMetric((open + overview).Seconds()*1e3, "ms-open+overview")
+		b.ReportMetric((open+overview).Seconds()*1e3, "ms-open+overview")
 		b.ReportMetric(firstGrid.Seconds()*1e3, "ms-first-grid")
 		b.ReportMetric(indexed.Seconds()*1e3, "ms-open-to-first-grid")
 		b.ReportMetric(deepGrid.Seconds()*1e3, "ms-deep-grid")

@@ -232,7 +232,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 		limit validate.Limit
 		count int64
 	}{{"invalid", th.Invalid, tot.Invalid}, {"missing", th.Missing, tot.Missing()}, {"empty", th.Empty, tot.Empty}} {
-		fmt.Fprintf(w, "  %-8s %s: %d of %d\n", cat.name, describeLimit(cat.limit), cat.count, tot.Total)
+		fmt.Fprintf(w, "  %-8s %s: %d of %d\n", cat.name, cat.limit.Describe(), cat.count, tot.Total)
 	}
 	for _, f := range r.ThresholdFindings {
 		fmt.Fprintf(w, "  EXCEEDED %s\n", f.String())
@@ -267,24 +267,6 @@ func printInspect(w io.Writer, r *inspectReport) {
 			fmt.Fprintf(w, "  rendered to %s\n", s.PNG)
 		}
 	}
-}
-
-func describeLimit(l validate.Limit) string {
-	var parts []string
-	if l.MaxCount != nil {
-		parts = append(parts, fmt.Sprintf("max_count %d", *l.MaxCount))
-	}
-	if l.MaxRatio != nil {
-		parts = append(parts, fmt.Sprintf("max_ratio %g", *l.MaxRatio))
-	}
-	if len(parts) == 0 {
-		return "no limit"
-	}
-	action := l.Action
-	if action == "" {
-		action = validate.ActionFail
-	}
-	return strings.Join(parts, ", ") + " (" + string(action) + ")"
 }
 
 func orNone(s string) string {

@@ -52,11 +52,7 @@ func reportCommand(ctx context.Context, env *environment, args []string) error {
 
 // runReport writes the static report and prints its index page's path.
 func runReport(ctx context.Context, env *environment, opts reportOptions) error {
-	log, err := opts.log.logger(env.stderr)
-	if err != nil {
-		return err
-	}
-	v, err := viewer.Open(opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against, Logger: log})
+	v, log, err := openViewer(env, opts.log, opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -65,13 +66,21 @@ func parseServeFlags(env *environment, args []string) (serveOptions, error) {
 	return opts, nil
 }
 
+// openViewer opens a version for serve and report with the logger their
+// flags ask for.
+func openViewer(env *environment, lf logFlags, path string, opts viewer.Options) (*viewer.Viewer, *slog.Logger, error) {
+	log, err := lf.logger(env.stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Logger = log
+	v, err := viewer.Open(path, opts)
+	return v, log, err
+}
+
 // runServe serves the viewer until ctx is cancelled.
 func runServe(ctx context.Context, env *environment, opts serveOptions) error {
-	log, err := opts.log.logger(env.stderr)
-	if err != nil {
-		return err
-	}
-	v, err := viewer.Open(opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against, Logger: log})
+	v, log, err := openViewer(env, opts.log, opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against})
 	if err != nil {
 		return err
 	}

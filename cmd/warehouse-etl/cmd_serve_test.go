@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"io"
 	"net/http"
@@ -110,6 +111,18 @@ func startStoppableServe(t *testing.T, args ...string) (string, func()) {
 	return "http://" + addr, stop
 }
 
+// serveDemo builds a demo under out and serves it: its version directory,
+// manifest and base URL.
+func serveDemo(t *testing.T, demo, out string) (string, *warehouse.Manifest, string) {
+	t.Helper()
+	dir := buildDemo(t, demo, out)
+	m, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, m, startServe(t, "--tensor-warehouse", dir)
+}
+
 // chromium returns the browser's path, skipping the test without one
 // (failing it under CI=true).
 func chromium(t *testing.T) string {
@@ -155,21 +168,9 @@ func screenshot(t *testing.T, url string, w, h int) *image.RGBA {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "shot.png")
 	browse(t, url, "--screenshot="+p, fmt.Sprintf("--window-size=%d,%d", w, h))
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := decodePNG(t, p)
 	rgba := image.NewRGBA(img.Bounds())
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-			rgba.Set(x, y, img.At(x, y))
-		}
-	}
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
 	return rgba
 }
 
@@ -191,12 +192,7 @@ func TestServeOverviewInBrowser(t *testing.T) {
 	out := t.TempDir()
 	for _, demo := range viewerDemos {
 		t.Run(demo, func(t *testing.T) {
-			dir := buildDemo(t, demo, out)
-			m, err := warehouse.ReadManifest(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := startServe(t, "--tensor-warehouse", dir)
+			_, m, base := serveDemo(t, demo, out)
 			dom := dumpDOM(t, base+"/")
 			if !strings.Contains(dom, `<code id="version">`+m.Version+`</code>`) {
 				t.Errorf("the overview does not show version %s", m.Version)
@@ -278,13 +274,8 @@ func TestServeGridReasonFilterInBrowser(t *testing.T) {
 	out := t.TempDir()
 	for _, demo := range viewerDemos {
 		t.Run(demo, func(t *testing.T) {
-			dir := buildDemo(t, demo, out)
-			m, err := warehouse.ReadManifest(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, m, base := serveDemo(t, demo, out)
 			recs := readSamples(t, dir)
-			base := startServe(t, "--tensor-warehouse", dir)
 			var top string
 			for r, n := range m.Summary.Total.ByReason {
 				if top == "" || n > m.Summary.Total.ByReason[validate.Reason(top)] || (n == m.Summary.Total.ByReason[validate.Reason(top)] && string(r) < top) {
