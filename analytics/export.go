@@ -8,16 +8,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/warehouse"
 )
 
 // ExportOptions configure Export.
 type ExportOptions struct {
 	Logger *slog.Logger // nil discards
-	// BeforePublish says the export runs inside a build, before the version
-	// is published: the build report has no publish or total time yet, so
-	// build.parquet leaves those phases out.
-	BeforePublish bool
+	// SkipBuild leaves build.parquet out and build_report.json unread: a
+	// build exports before its report is final and then writes
+	// build.parquet from the report it holds (ExportBuildReport).
+	SkipBuild bool
 }
 
 // ExportResult describes the files Export wrote.
@@ -44,9 +45,15 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 		return nil, errors.New("analytics: no manifest")
 	}
 	start := time.Now()
-	report, err := readBuildReport(dir, m)
-	if err != nil {
-		return nil, err
+	var report *records.BuildReport
+	if !opts.SkipBuild {
+		raw, err := readBuildReport(dir, m)
+		if err != nil {
+			return nil, err
+		}
+		if report, err = decodeBuildReport(dir, m, raw); err != nil {
+			return nil, err
+		}
 	}
 	samples, err := writeSamples(ctx, dir, m)
 	if err != nil {
@@ -58,11 +65,15 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 		return nil, fmt.Errorf("export %s: %w", warehouse.RunsParquetName, err)
 	}
 	defer runs.abort()
-	build, err := writeBuild(dir, m, report, opts.BeforePublish)
-	if err != nil {
-		return nil, fmt.Errorf("export %s: %w", warehouse.BuildParquetName, err)
+	files := []*parquetFile{samples, runs}
+	if report != nil {
+		build, err := writeBuild(dir, m, report)
+		if err != nil {
+			return nil, fmt.Errorf("export %s: %w", warehouse.BuildParquetName, err)
+		}
+		defer build.abort()
+		files = append(files, build)
 	}
-	defer build.abort()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,13 +81,13 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 		// The version's manifest records the sha256 of its exports: a
 		// different file would make verify refuse the version, so only
 		// identical files replace them.
-		for _, f := range []*parquetFile{samples, runs, build} {
+		for _, f := range files {
 			if err := f.matches(ctx, sums); err != nil {
 				return nil, fmt.Errorf("export: %w", err)
 			}
 		}
 	}
-	for _, f := range []*parquetFile{samples, runs, build} {
+	for _, f := range files {
 		if err := f.publish(); err != nil {
 			return nil, fmt.Errorf("export: %w", err)
 		}
@@ -94,18 +105,32 @@ func Export(ctx context.Context, dir string, m *warehouse.Manifest, opts ExportO
 }
 
 // ExportBuild rewrites build.parquet alone from the version's build report,
-// with every phase the report has: a build calls it once its report holds
-// the publish and total times, before the manifest records the file's
-// sha256. The file is replaced atomically, as Export does.
+// with every phase the report has. The file is replaced atomically, as
+// Export does.
 func ExportBuild(ctx context.Context, dir string, m *warehouse.Manifest) error {
 	if m == nil {
 		return errors.New("analytics: no manifest")
 	}
-	report, err := readBuildReport(dir, m)
+	raw, err := readBuildReport(dir, m)
 	if err != nil {
 		return err
 	}
-	build, err := writeBuild(dir, m, report, false)
+	return ExportBuildReport(ctx, dir, m, raw)
+}
+
+// ExportBuildReport writes build.parquet from report, the bytes of the
+// version's build_report.json as the caller holds them: a build calls it
+// with its final report, written once, before the manifest records the
+// file's sha256.
+func ExportBuildReport(ctx context.Context, dir string, m *warehouse.Manifest, report []byte) error {
+	if m == nil {
+		return errors.New("analytics: no manifest")
+	}
+	r, err := decodeBuildReport(dir, m, report)
+	if err != nil {
+		return err
+	}
+	build, err := writeBuild(dir, m, r)
 	if err != nil {
 		return fmt.Errorf("export %s: %w", warehouse.BuildParquetName, err)
 	}

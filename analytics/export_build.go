@@ -13,9 +13,8 @@ import (
 	"warehouse-etl/warehouse"
 )
 
-// readBuildReport reads the version's build report and checks it belongs
-// to manifest m.
-func readBuildReport(dir string, m *warehouse.Manifest) (*records.BuildReport, error) {
+// readBuildReport reads the version's build report, bounded.
+func readBuildReport(dir string, m *warehouse.Manifest) ([]byte, error) {
 	name := filepath.Join(dir, filepath.FromSlash(m.Files.BuildReport))
 	f, err := os.Open(name)
 	if err != nil {
@@ -26,6 +25,13 @@ func readBuildReport(dir string, m *warehouse.Manifest) (*records.BuildReport, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	return raw, nil
+}
+
+// decodeBuildReport decodes the build report raw of the version in dir and
+// checks it belongs to manifest m.
+func decodeBuildReport(dir string, m *warehouse.Manifest, raw []byte) (*records.BuildReport, error) {
+	name := filepath.Join(dir, filepath.FromSlash(m.Files.BuildReport))
 	r, err := records.DecodeBuildReport(raw)
 	if err != nil {
 		return nil, corruptf("%s: %v", name, err)
@@ -91,7 +97,7 @@ func reportPhases(r *records.BuildReport, beforePublish bool) []phase {
 }
 
 // writeBuild writes build.parquet: one row for the build.
-func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport, beforePublish bool) (_ *parquetFile, err error) {
+func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport) (_ *parquetFile, err error) {
 	out, err := createParquet(dir, warehouse.BuildParquetName, buildSchema)
 	if err != nil {
 		return nil, err
@@ -121,7 +127,7 @@ func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport, befor
 	phases := rb.Field(17).(*array.ListBuilder)
 	ph := phases.ValueBuilder().(*array.StructBuilder)
 	phases.Append(true)
-	for _, p := range reportPhases(r, beforePublish) {
+	for _, p := range reportPhases(r, false) {
 		ph.Append(true)
 		ph.FieldBuilder(0).(*array.StringBuilder).Append(p.name)
 		ph.FieldBuilder(1).(*array.Float64Builder).Append(p.seconds)

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/shard"
 	"warehouse-etl/validate"
@@ -169,10 +170,10 @@ func checkSamplesParquet(t *testing.T, dir string, m *warehouse.Manifest) {
 			t.Errorf("%s: position %v %v %v, want %d %s %d", where, row["index"], row["shard"], row["shard_index"], rec.Index, rec.Shard, rec.ShardIndex)
 		}
 		lb := row["letterbox"].(map[string]any)
-		gotLB := pipeline.Letterbox{
+		gotLB := records.Letterbox{
 			ScaleX: asFloat(t, lb["scale_x"], 64), ScaleY: asFloat(t, lb["scale_y"], 64),
-			ResizedWidth: int(asInt(t, lb["resized_width"])), ResizedHeight: int(asInt(t, lb["resized_height"])),
-			PadX: int(asInt(t, lb["pad_x"])), PadY: int(asInt(t, lb["pad_y"])),
+			ResizedWidth: asInt(t, lb["resized_width"]), ResizedHeight: asInt(t, lb["resized_height"]),
+			PadX: asInt(t, lb["pad_x"]), PadY: asInt(t, lb["pad_y"]),
 		}
 		if rec.Letterbox == nil || gotLB != *rec.Letterbox {
 			t.Errorf("%s: letterbox %+v, want %+v", where, gotLB, rec.Letterbox)
@@ -350,8 +351,8 @@ func TestExportAgainIsDeterministicAndReplaces(t *testing.T) {
 func TestExportRejectsBadInputs(t *testing.T) {
 	dir, m := buildDemo(t, t.TempDir(), nil)
 	recs := readSamplesJSONL(t, dir)
-	firstBoxed := slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool { return r.Kept && len(r.ClassIndex) >= 2 })
-	firstInShard1 := slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool { return r.Shard == "shard-00001" })
+	firstBoxed := slices.IndexFunc(recs, func(r records.SampleLine) bool { return r.Kept && len(r.ClassIndex) >= 2 })
+	firstInShard1 := slices.IndexFunc(recs, func(r records.SampleLine) bool { return r.Shard == "shard-00001" })
 	lastKept := recs[len(recs)-1].Kept
 	keptWithoutLast := m.Samples
 	if lastKept {
@@ -395,9 +396,9 @@ func TestExportRejectsBadInputs(t *testing.T) {
 		}
 	}
 	boxed := recs[firstBoxed]
-	swapped := []int32{boxed.ClassIndex[1], boxed.ClassIndex[0]}
+	swapped := []int64{boxed.ClassIndex[1], boxed.ClassIndex[0]}
 	if swapped[0] == swapped[1] {
-		swapped[0] = (swapped[0] + 1) % int32(len(m.Classes))
+		swapped[0] = (swapped[0] + 1) % int64(len(m.Classes))
 	}
 	for _, tc := range []struct {
 		name   string
@@ -625,15 +626,16 @@ func TestFormatDocListsEveryColumn(t *testing.T) {
 	}
 }
 
-// Every field the pipeline writes to samples.jsonl and build_report.json
-// is one the export reads (skipped_by_reason aside: runs.parquet takes the
-// per-reason counts from the manifest), so a new field cannot be dropped
-// from the Parquet files unnoticed.
+// Every field the pipeline writes to samples.jsonl (records.SampleLine, the
+// type both sides share) and build_report.json is one the export reads
+// (skipped_by_reason aside: runs.parquet takes the per-reason counts from
+// the manifest), so a new field cannot be dropped from the Parquet files
+// unnoticed.
 func TestExportReadsEveryPipelineField(t *testing.T) {
-	rec := pipeline.SampleRecord{
+	rec := records.SampleLine{
 		Seq: 1, Source: "s", SourceIndex: 1, Frame: 1, UnixTimeNs: 1, SimTime: 1, LabelPath: "l", ImagePath: "i",
-		Width: 1, Height: 1, Kept: true, Reasons: []validate.Reason{"empty"}, Error: "e", Index: 1, Shard: "x",
-		ShardIndex: 1, BoxCount: 1, ClassIndex: []int32{1}, Letterbox: &pipeline.Letterbox{ScaleX: 1},
+		Width: 1, Height: 1, Kept: true, Reasons: []string{"empty"}, Error: "e", Index: 1, Shard: "x",
+		ShardIndex: 1, BoxCount: 1, ClassIndex: []int64{1}, Letterbox: &records.Letterbox{ScaleX: 1},
 	}
 	checkJSONKeys(t, "samples.jsonl", rec, analytics.SampleLineKeys, nil)
 	checkJSONKeys(t, "samples.jsonl letterbox", rec.Letterbox, analytics.LetterboxKeys, nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/config"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/validate"
@@ -54,18 +55,18 @@ func buildDemo(t *testing.T, outRoot string, mutate func(*config.Config)) (strin
 }
 
 // readSamplesJSONL decodes samples.jsonl with the pipeline's own type.
-func readSamplesJSONL(t *testing.T, dir string) []pipeline.SampleRecord {
+func readSamplesJSONL(t *testing.T, dir string) []records.SampleLine {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, warehouse.SamplesName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var recs []pipeline.SampleRecord
+	var recs []records.SampleLine
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r pipeline.SampleRecord
+		var r records.SampleLine
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}

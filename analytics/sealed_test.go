@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -28,7 +29,7 @@ func TestExportKeepsSealedFilesIdentical(t *testing.T) {
 	if _, err := analytics.Export(ctx, dir, m, analytics.ExportOptions{}); err != nil {
 		t.Fatalf("re-export of a sealed version: %v", err)
 	}
-	if findings, err := warehouse.Verify(ctx, dir, warehouse.VerifyOptions{}); err != nil || len(findings) != 0 {
+	if findings, err := verify.Check(ctx, dir, verify.Options{}); err != nil || len(findings) != 0 {
 		t.Fatalf("after re-export: %v %+v", err, findings)
 	}
 
@@ -65,7 +66,7 @@ func TestExportKeepsSealedFilesIdentical(t *testing.T) {
 			t.Errorf("left %s behind", e.Name())
 		}
 	}
-	if findings, err := warehouse.Verify(ctx, dir, warehouse.VerifyOptions{}); err != nil || len(findings) != 0 {
+	if findings, err := verify.Check(ctx, dir, verify.Options{}); err != nil || len(findings) != 0 {
 		t.Fatalf("after the refused export: %v %+v", err, findings)
 	}
 }

@@ -19,6 +19,9 @@ import (
 	"slices"
 	"strings"
 
+	"warehouse-etl/sources"
+	"warehouse-etl/sources/capture"
+	"warehouse-etl/sources/registry"
 	"warehouse-etl/validate"
 )
 
@@ -48,25 +51,20 @@ type Config struct {
 	Dir  string `json:"-"`
 }
 
-// Source names the input layout and where it lives.
+// Source names the input layout, where it lives and the layout's own
+// settings. In the file it is one object: "kind", "root" and the settings
+// keys of the kind (package sources/registry lists the kinds; each kind's
+// package, sources/<kind>, its Settings).
 type Source struct {
-	Kind      string   `json:"kind"`       // capture | coco | yolo | wshard | kdb | roverd
-	Root      string   `json:"root"`       // dataset root (a directory; wshard/kdb also a file or a glob; yolo also its data.yaml), relative to the config file
-	LabelKeys []string `json:"label_keys"` // capture: label list keys, first present wins
-	// Detection datasets.
-	Annotations string `json:"annotations"` // coco: the instances JSON file, relative to the config file
-	Split       string `json:"split"`       // yolo: train | val | test ("" = train)
-	// Episode sources.
-	Camera            string   `json:"camera"`             // image channel (wshard), camera name (kdb) or camera sensor (roverd); "" = the source's default
-	Extras            []string `json:"extras"`             // channels/fields carried per sample as f32 tensors, e.g. "action/ctrl", "reward", "imu/acc"
-	Boxes             string   `json:"boxes"`              // wshard: label channel of per-step [K,4] pixel boxes; "" = no boxes
-	BoxClasses        string   `json:"box_classes"`        // wshard: channel of per-step [K] class ids for source.boxes
-	ToleranceMs       float64  `json:"tolerance_ms"`       // roverd: max distance in time when joining another sensor's sample to a frame
-	IncludeUnderscore bool     `json:"include_underscore"` // roverd: also read folders whose name starts with "_"
+	Kind string `json:"kind"` // a kind of package sources/registry; default capture
+	Root string `json:"root"` // dataset root (a directory; wshard/kdb also a file or a glob; yolo also its data.yaml), relative to the config file
+	// Settings are the kind's settings, decoded from the same object; nil
+	// for an unknown kind.
+	Settings sources.Settings `json:"-"`
 }
 
-// SourceKinds are the known source.kind values.
-var SourceKinds = []string{"capture", "coco", "yolo", "kdb", "wshard", "roverd"}
+// defaultKind is the source kind of a file that names none.
+const defaultKind = capture.Kind
 
 // Normalize is the per-channel normalization after scaling pixels to [0,1]:
 // (v/255 - mean[c]) / std[c]. Both empty means v/255.
@@ -87,7 +85,7 @@ type Zarr struct {
 // Defaults returns the configuration every file starts from.
 func Defaults() Config {
 	return Config{
-		Source:        Source{Kind: "capture", LabelKeys: []string{"polyp_labels", "labels"}, ToleranceMs: 50},
+		Source:        Source{Kind: defaultKind, Settings: capture.NewSettings()},
 		TargetSize:    [2]int{384, 384},
 		ResizeMode:    "letterbox",
 		PadValue:      0,
@@ -150,7 +148,11 @@ func Parse(raw []byte) (*Config, error) {
 	if err := decodeLoose(src, &probe); err != nil {
 		return nil, err
 	}
-	if err := decodeStrict(src, &cfg); err != nil {
+	if err := decode(src, &cfg); err != nil {
+		return nil, err
+	}
+	otherKeys, err := decodeSourceSettings(src, &cfg.Source)
+	if err != nil {
 		return nil, err
 	}
 	def := DefaultThresholds()
@@ -163,7 +165,7 @@ func Parse(raw []byte) (*Config, error) {
 	if probe.Thresholds == nil || probe.Thresholds.Empty == nil {
 		cfg.Thresholds.Empty = def.Empty
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(otherKeys, cfg.Validate()); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
@@ -173,46 +175,18 @@ func Parse(raw []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !slices.Contains(SourceKinds, c.Source.Kind) {
-		bad("source.kind %q: known kinds are %s", c.Source.Kind, strings.Join(SourceKinds, ", "))
-	}
-	switch c.Source.Kind {
-	case "capture", "coco", "yolo":
-		if c.Source.Camera != "" || len(c.Source.Extras) > 0 {
-			bad("source.camera and source.extras apply to episode sources, not %s", c.Source.Kind)
-		}
-	}
-	if (c.Source.Kind == "coco") != (c.Source.Annotations != "") {
-		bad("source.annotations: required for coco sources and for them only")
-	}
-	if c.Source.Kind == "yolo" && c.Source.Split == "" {
-		c.Source.Split = "train"
-	}
-	switch {
-	case c.Source.Kind != "yolo" && c.Source.Split != "":
-		bad("source.split applies to yolo sources only")
-	case c.Source.Kind == "yolo" && !slices.Contains([]string{"train", "val", "test"}, c.Source.Split):
-		bad("source.split %q: must be train, val or test", c.Source.Split)
-	}
-	if c.Source.ToleranceMs < 0 || math.IsNaN(c.Source.ToleranceMs) || math.IsInf(c.Source.ToleranceMs, 0) {
-		bad("source.tolerance_ms %v: must be finite and >= 0", c.Source.ToleranceMs)
-	}
-	if c.Source.Kind != "wshard" && (c.Source.Boxes != "" || c.Source.BoxClasses != "") {
-		bad("source.boxes and source.box_classes apply to wshard sources only")
-	}
-	if c.Source.BoxClasses != "" && c.Source.Boxes == "" {
-		bad("source.box_classes needs source.boxes")
-	}
-	for i, e := range c.Source.Extras {
-		if e == "" || slices.Contains(c.Source.Extras[:i], e) {
-			bad("source.extras: %q is empty or repeated", e)
+	switch k, ok := registry.Lookup(c.Source.Kind); {
+	case !ok:
+		bad("source.kind %q: known kinds are %s", c.Source.Kind, strings.Join(registry.Names(), ", "))
+	case reflect.TypeOf(c.Source.Settings) != reflect.TypeOf(k.NewSettings()):
+		bad("source.kind %q: the settings are %T", c.Source.Kind, c.Source.Settings)
+	default:
+		if err := c.Source.Settings.Validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.Source.Root == "" {
 		bad("source.root is required")
-	}
-	if c.Source.Kind == "capture" && len(c.Source.LabelKeys) == 0 {
-		bad("source.label_keys must name at least one key")
 	}
 	for i, v := range c.TargetSize {
 		if v < 1 || v > 16384 {

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"warehouse-etl/sources/capture"
+	"warehouse-etl/sources/yolo"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -35,6 +38,14 @@ func TestParseErrors(t *testing.T) {
 		{"bad shard size", `{"source": {"root": "x"}, "shard_target_mb": 0}`, `shard_target_mb 0`},
 		{"boxes on capture", `{"source": {"root": "x", "boxes": "label/boxes"}}`, `source.boxes and source.box_classes apply to wshard sources only`},
 		{"classes without boxes", `{"source": {"kind": "wshard", "root": "x", "box_classes": "label/cls"}}`, `source.box_classes needs source.boxes`},
+		{"source keys known", `{"source": {"root": "x", "kindd": 1}}`, `(known: annotations, box_classes, boxes, camera, extras, include_underscore, kind, label_keys, root, split, tolerance_ms)`},
+		{"label keys on coco", `{"source": {"kind": "coco", "root": "x", "annotations": "a.json", "label_keys": ["z"]}}`, `source.label_keys applies to capture sources only`},
+		{"tolerance on kdb", `{"source": {"kind": "kdb", "root": "x", "tolerance_ms": 10}}`, `source.tolerance_ms applies to roverd sources only`},
+		{"wrong type, another kind's key", "{\"source\": {\"root\": \"x\",\n\"tolerance_ms\": \"5\"}}", `line 2: source.tolerance_ms: expected float64, got JSON string`},
+		{"wrong type, own key", "{\"source\": {\"kind\": \"roverd\", \"root\": \"x\",\n\"extras\": [1]}}", `line 2: source.extras: expected string, got JSON number`},
+		{"bad extras", `{"source": {"kind": "roverd", "root": "x", "extras": ["a", "a"]}}`, `source.extras: "a" is empty or repeated`},
+		{"bad tolerance", `{"source": {"kind": "roverd", "root": "x", "tolerance_ms": -1}}`, `source.tolerance_ms -1: must be finite and >= 0`},
+		{"no label keys", `{"source": {"root": "x", "label_keys": []}}`, `source.label_keys must name at least one key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +57,20 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A key of another kind than the file's is accepted when it holds that
+// kind's default: it changed nothing, neither the source nor the version
+// recipe, before each kind had its own settings.
+func TestOtherKindsDefaults(t *testing.T) {
+	for _, src := range []string{
+		`{"source": {"root": "x", "camera": "", "extras": [], "annotations": "", "split": "", "boxes": "", "box_classes": ""}}`,
+		`{"source": {"kind": "kdb", "root": "x", "label_keys": ["polyp_labels", "labels"], "tolerance_ms": 50, "include_underscore": false}}`,
+	} {
+		if _, err := Parse([]byte(src)); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
 	}
 }
 
@@ -69,7 +94,7 @@ func TestParseDefaultsAndComments(t *testing.T) {
 	if got := strings.Join(cfg.Classes, "|"); got != "a // not a comment|b /* nor this */" {
 		t.Fatalf("comment stripping touched strings: %q", got)
 	}
-	if got := strings.Join(cfg.Source.LabelKeys, ","); got != "polyp_labels,labels" {
+	if got := strings.Join(cfg.Source.Settings.(*capture.Settings).LabelKeys, ","); got != "polyp_labels,labels" {
 		t.Fatalf("label keys default %q", got)
 	}
 	if cfg.ShardTargetBytes() != 192<<20 {
@@ -137,8 +162,16 @@ func TestYOLOSplitDefault(t *testing.T) {
 		`{"source": {"kind": "coco", "root": "x", "annotations": "a.json"}}`: "",
 	} {
 		c, err := Parse([]byte(src))
-		if err != nil || c.Source.Split != want {
-			t.Errorf("%s: split %q, %v; want %q", src, c.Source.Split, err, want)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		split := ""
+		if y, ok := c.Source.Settings.(*yolo.Settings); ok {
+			split = y.Split
+		}
+		if split != want {
+			t.Errorf("%s: split %q; want %q", src, split, want)
 		}
 	}
 }

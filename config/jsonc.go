@@ -96,16 +96,13 @@ func walkValue(dec *json.Decoder, src []byte, t reflect.Type, path string) error
 	}
 	switch delim {
 	case '{':
-		fields := map[string]reflect.Type{}
+		var fields map[string]reflect.Type
 		isStruct := t != nil && t.Kind() == reflect.Struct
-		if isStruct {
-			for i := 0; i < t.NumField(); i++ {
-				f := t.Field(i)
-				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-				if name != "" && name != "-" {
-					fields[name] = f.Type
-				}
-			}
+		switch {
+		case t == reflect.TypeFor[Source]():
+			fields = sourceKeys()
+		case isStruct:
+			fields = jsonKeys(t)
 		}
 		for dec.More() {
 			keyTok, err := dec.Token()
@@ -173,11 +170,11 @@ func syntaxErr(src []byte, dec *json.Decoder, err error) error {
 	return fmt.Errorf("line %d: %v", lineOf(src, dec.InputOffset()), err)
 }
 
-// decodeStrict unmarshals comment-free JSON into v, turning type errors into
-// messages with the line and the dotted field path.
-func decodeStrict(src []byte, v any) error {
+// decode unmarshals comment-free JSON into v, turning type errors into
+// messages with the line and the dotted field path. Keys v does not have
+// are ignored: checkKeys has reported those no part of the config has.
+func decode(src []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(src))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

@@ -13,11 +13,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"warehouse-etl/analytics"
 	"warehouse-etl/config"
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -35,7 +36,7 @@ type Options struct {
 	Workers  int                 // 0 means Config.WorkerCount()
 	Source   sources.Source      // nil means the source the config names
 	// LockWait is how long to wait for another build of the same version
-	// to release its lock; 0 fails at once with warehouse.ErrLocked.
+	// to release its lock; 0 fails at once with outputroot.ErrLocked.
 	LockWait time.Duration
 }
 
@@ -59,18 +60,6 @@ type Result struct {
 	Manifest *warehouse.Manifest
 	Report   *Report            // nil when up to date
 	Warnings []validate.Finding // thresholds exceeded with action warn
-}
-
-// Build runs the whole pipeline. Errors are *ThresholdError (exit 3),
-// *StaleError (exit 4), warehouse.ErrLocked (exit 5), context cancellation,
-// or another error naming what failed.
-func Build(ctx context.Context, opts Options) (*Result, error) {
-	b, err := newBuilder(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer b.close()
-	return b.run(ctx)
 }
 
 // close releases a source the builder opened itself (files it holds open);
@@ -145,29 +134,60 @@ func newBuilder(opts Options) (*builder, error) {
 	return b, nil
 }
 
-func (b *builder) run(ctx context.Context) (*Result, error) {
+// The stages of a version, each a method of builder: prepare (the scan,
+// the plan, the thresholds), shards (transform and write a range of shards
+// into the staging directory), assemble (samples.jsonl, the summary and the
+// manifest from the plan and the shard receipts), seal (the exports, the
+// checksums, the report, the manifest and its digest) and publish (the
+// rename into place and latest). Build runs them all on one machine;
+// BuildPartition runs prepare and shards for its range; Commit runs them
+// all with the partitions' shards in place of its own.
+
+// Build runs the whole pipeline. Errors are *validate.ThresholdError (exit
+// 3), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
+// cancellation, or another error naming what failed.
+func Build(ctx context.Context, opts Options) (*Result, error) {
+	b, err := newBuilder(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
 	start := b.now()
-	lock, err := warehouse.AcquireWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
+	lock, err := outputroot.LockVersionWait(ctx, b.outRoot, b.id.DirName(), b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	return b.publish(ctx, lock, start, true)
+	host, _ := os.Hostname()
+	owner := fmt.Sprintf("build on %s pid %d", host, os.Getpid())
+	return b.version(ctx, lock, start, "build", func(ctx context.Context, scan *scanResult, sp shardPlan, rep *Report) (*staging, map[int]*shardReceipt, error) {
+		st, err := openStaging(b.outRoot, b.id.DirName(), b.opts.Clear)
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := b.shards(ctx, st, scan, sp, 0, sp.shards(), owner, rep)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, res.receipts, nil
+	})
 }
 
-// publish makes and publishes the version under lock: scan, thresholds,
-// the shards (build: built here, in the staging directory, keeping the
-// complete shards of an interrupted earlier build; else: those the
-// partitions built, each re-hashed against its record), then samples.jsonl,
-// summary, manifest and exports from the shard records, and the atomic
-// publication. Build and Commit both end here, so a partitioned build
-// publishes exactly what a single-machine build does.
-func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time.Time, build bool) (*Result, error) {
-	name := b.id.DirName()
+// shardsStage yields every shard of plan sp in a staging directory, with
+// its receipt: Build builds them (builder.shards), Commit checks those the
+// partitions built (builder.checkStaged).
+type shardsStage func(ctx context.Context, scan *scanResult, sp shardPlan, rep *Report) (*staging, map[int]*shardReceipt, error)
+
+// version makes and publishes the version under lock, its shards from
+// shards; what ("build", "commit") names the run in the log. A version
+// already published is up to date (or refused as stale) unless
+// WAREHOUSE_CLEAR=1 replaces it. Build and Commit both end here, so a
+// partitioned build publishes exactly what a single-machine build does.
+func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, start time.Time, what string, shards shardsStage) (*Result, error) {
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
-	freed, err := warehouse.CleanTemporary(b.outRoot, name, false)
+	freed, err := outputroot.CleanTemporary(b.outRoot, b.id.DirName(), false)
 	for _, r := range freed {
 		b.log.Info("removed a temporary directory", "path", r.Path, "bytes", r.Bytes, "why", r.Why)
 	}
@@ -175,170 +195,145 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 		return nil, err
 	}
 	final := lock.FinalDir()
+	if m, err := b.published(final); err != nil {
+		return nil, err
+	} else if m != nil {
+		return b.upToDate(ctx, lock, final, m)
+	}
+	replacing := fileExists(final)
+	tmp, err := lock.CreateTemp()
+	if err != nil {
+		return nil, err
+	}
+	b.log.Info(what+" started", "version", b.id.String(), "dir", final, "workers", b.workers)
+	rep := newReport(b, start)
+	scan, sp, err := b.prepare(ctx, tmp, rep)
+	if err != nil {
+		return nil, err
+	}
+	st, receipts, err := shards(ctx, scan, sp, rep)
+	if err != nil {
+		return nil, err
+	}
+	m, written, err := b.assemble(ctx, tmp, st, scan, sp, receipts)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := b.seal(ctx, tmp, m, written, rep)
+	if err != nil {
+		return nil, err
+	}
+	return b.publish(lock, st, m, rep, replacing, sealed)
+}
 
-	existing, err := warehouse.ReadManifest(final)
+// published reads the version already at final: its manifest when a rerun
+// keeps it (nil with WAREHOUSE_CLEAR=1, or when there is none). A manifest
+// that cannot be read is an error unless WAREHOUSE_CLEAR=1 replaces it.
+func (b *builder) published(final string) (*warehouse.Manifest, error) {
+	m, err := warehouse.ReadManifest(final)
 	switch {
 	case err == nil && !b.opts.Clear:
-		return b.upToDate(ctx, lock, final, existing)
-	case err == nil || errors.Is(err, fs.ErrNotExist):
-	default:
-		if !b.opts.Clear {
-			return nil, fmt.Errorf("%w; rerun with WAREHOUSE_CLEAR=1 to rebuild it", err)
-		}
+		return m, nil
+	case err == nil || errors.Is(err, fs.ErrNotExist) || b.opts.Clear:
+		return nil, nil
 	}
-	replacing := err == nil
-	if !replacing {
-		if _, statErr := os.Stat(final); statErr == nil {
-			replacing = true // a directory without a readable manifest: only reachable with Clear
-		}
-	}
+	return nil, fmt.Errorf("%w; rerun with WAREHOUSE_CLEAR=1 to rebuild it", err)
+}
 
-	tmp, err := lock.Begin()
+// prepare is the first stage: it scans the source into dir (the spill and
+// the source fingerprint), checks the thresholds on the scan's summary (a
+// failing limit is a *validate.ThresholdError before any shard is written)
+// and divides the plan into shards. The config, the thresholds with their
+// overrides and the source are the builder's (newBuilder).
+func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanResult, shardPlan, error) {
+	scan, err := b.scanPass(ctx, dir, rep)
 	if err != nil {
-		return nil, err
-	}
-	if build {
-		b.log.Info("build started", "version", b.id.String(), "dir", final, "workers", b.workers)
-	} else {
-		b.log.Info("commit started", "version", b.id.String(), "dir", final, "workers", b.workers)
-	}
-
-	rep := newReport(b, start)
-	scan, err := b.scanPass(ctx, tmp, rep)
-	if err != nil {
-		return nil, err
+		return nil, shardPlan{}, err
 	}
 	v0 := time.Now()
-	failed, _ := splitFindings(b.thresholds.Evaluate(scan.summary.Result().Total))
+	failed, _ := b.thresholds.Check(scan.summary.Result().Total)
 	rep.Phases.Validate += time.Since(v0).Seconds()
 	if len(failed) > 0 {
-		return nil, &ThresholdError{Findings: failed}
+		return nil, shardPlan{}, &validate.ThresholdError{Findings: failed}
 	}
-	sp := b.shardPlan(scan)
-	var (
-		st      *staging
-		records map[int]*shardRecord
-	)
-	if build {
-		if st, err = openStaging(b.outRoot, name, b.opts.Clear); err != nil {
-			return nil, err
-		}
-		host, _ := os.Hostname()
-		owner := fmt.Sprintf("build on %s pid %d", host, os.Getpid())
-		res, err := b.buildShards(ctx, st, scan, sp, 0, sp.shards(), owner, rep)
-		if err != nil {
-			return nil, err
-		}
-		records = res.records
-	} else {
-		st = &staging{dir: stagingDir(b.outRoot, name)}
-		all := make([]int, sp.shards())
-		for k := range all {
-			all[k] = k
-		}
-		h0 := b.now()
-		done, problems, err := st.checkShards(ctx, all, sp, true, b.workers)
-		if err != nil {
-			return nil, err
-		}
-		// The partitions transformed and wrote; the commit's work here is
-		// re-hashing, logged on its own (Write stays 0: no samples/s).
-		hashSeconds := b.now().Sub(h0).Seconds()
-		if len(problems) > 0 {
-			e := &IncompleteError{Problems: problems, Total: sp.shards()}
-			for k := range problems {
-				e.Missing = append(e.Missing, k)
-			}
-			slices.Sort(e.Missing)
-			e.Who = st.describeMissing(e.Missing, e.Total)
-			return nil, e
-		}
-		records = done
-		b.log.Info("partitions checked", "shards", len(done), "hash_seconds", hashSeconds)
-	}
-	written, err := b.assemble(ctx, tmp, st, scan, sp, records)
-	if err != nil {
-		return nil, err
-	}
-	summary := scan.summary.Result()
-	failed, warned := splitFindings(b.thresholds.Evaluate(summary.Total))
-	if len(failed) > 0 {
-		return nil, &ThresholdError{Findings: failed}
-	}
-	if err := b.checkSourcesUnchanged(ctx, scan.fingerprint); err != nil {
-		return nil, err
-	}
+	return scan, b.shardPlan(scan), nil
+}
 
-	publishStart := b.now()
-	m := b.manifest(scan, written, summary)
-	m.CreatedAtMs = b.now().UnixMilli()
+// seal finishes the version in tmp whose manifest m assemble made: the
+// Parquet exports and the Zarr store, the checksums of every file, the
+// build report (written once, with its final times, and exported to
+// build.parquet from memory), then the manifest and its digest. rep's
+// publish and total times end at sealed, before the report is written: the
+// manifest write, the last fsync and the rename follow (publish logs them
+// as commit_seconds).
+func (b *builder) seal(ctx context.Context, tmp string, m *warehouse.Manifest, written *writeResult, rep *Report) (sealed time.Time, err error) {
+	sealStart := b.now()
+	m.CreatedAtMs = sealStart.UnixMilli()
 	rep.finish(m, written)
-	// A first build report, for the Parquet export to read; the final one,
-	// with the publish and total times, replaces it below.
-	if err := writeJSONFile(filepath.Join(tmp, warehouse.BuildReportName), rep); err != nil {
-		return nil, err
-	}
-	// The Parquet exports are derived from the files above and written
-	// before the manifest, so a published version always has them.
-	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, BeforePublish: true})
+	// The exports are derived from the files above and written before the
+	// manifest, so a published version always has them.
+	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, SkipBuild: true})
 	if err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
 	m.Files.Parquet = &exported.Files
-	// The Zarr store, when configured, is also complete before the manifest.
 	if z := b.cfg.Zarr; z.Enabled {
 		opts := zarr.Options{ZstdLevel: z.ZstdLevel, ShardSamples: z.ShardSamples, Workers: b.workers, Logger: b.log}
 		if _, err := zarr.Write(ctx, tmp, m, filepath.Join(tmp, zarr.StoreName), opts); err != nil {
-			return nil, err
+			return time.Time{}, err
 		}
 	}
 	// Every file is final now but the two that carry the timings: the
 	// manifest records the size and sha256 of each (files.checksums).
 	sums, err := b.checksums(ctx, tmp, m, warehouse.BuildReportName, warehouse.BuildParquetName)
 	if err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
-	// The report is final before the manifest seals it: publish and total
-	// end here, without the manifest write, the last fsync and the rename
-	// (the "build published" log line carries those as commit_seconds).
-	sealStart := b.now()
-	rep.Phases.Publish = sealStart.Sub(publishStart).Seconds()
-	rep.Phases.Total = sealStart.Sub(start).Seconds()
-	if err := writeJSONFile(filepath.Join(tmp, warehouse.BuildReportName), rep); err != nil {
-		return nil, err
+	sealed = b.now()
+	rep.Phases.Publish = sealed.Sub(sealStart).Seconds()
+	rep.Phases.Total = sealed.Sub(rep.start).Seconds()
+	raw, err := encodeJSON(rep)
+	if err != nil {
+		return time.Time{}, err
 	}
-	if err := analytics.ExportBuild(ctx, tmp, m); err != nil {
-		return nil, err
+	if err := atomicfile.WriteSynced(filepath.Join(tmp, warehouse.BuildReportName), raw); err != nil {
+		return time.Time{}, err
+	}
+	if err := analytics.ExportBuildReport(ctx, tmp, m, raw); err != nil {
+		return time.Time{}, err
 	}
 	for _, name := range []string{warehouse.BuildReportName, warehouse.BuildParquetName} {
 		sum, err := warehouse.FileSHA256(ctx, filepath.Join(tmp, name))
 		if err != nil {
-			return nil, err
+			return time.Time{}, err
 		}
 		sums[name] = sum
 	}
 	m.Files.Checksums = sums
-	raw, err := m.Encode()
+	enc, err := m.Encode()
 	if err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
 	// manifest.json.sha256, then manifest.json: the directory is renamed
 	// into place whole, so a reader sees both or neither.
-	if err := warehouse.WriteManifest(tmp, raw); err != nil {
+	if err := warehouse.WriteManifest(tmp, enc); err != nil {
+		return time.Time{}, err
+	}
+	return sealed, ctx.Err()
+}
+
+// publish is the last stage: it renames the sealed version into place and
+// points latest at it (lock.Publish), then removes the staging directory,
+// whose shards the version now holds as hard links.
+func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehouse.Manifest, rep *Report, replacing bool, sealed time.Time) (*Result, error) {
+	if err := lock.Publish(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := lock.Commit(); err != nil {
-		return nil, err
-	}
-	commitSeconds := b.now().Sub(sealStart).Seconds()
-	// The staging directory's shards are the version's now (hard links);
-	// the rest of it is spent.
+	commitSeconds := b.now().Sub(sealed).Seconds()
 	if err := os.RemoveAll(st.dir); err != nil {
 		b.log.Warn("removing the staging directory", "dir", st.dir, "err", err)
 	}
+	_, warned := b.thresholds.Check(m.Summary.Total)
 	for _, f := range warned {
 		b.log.Warn("validation threshold exceeded (warn)", "finding", f.String())
 	}
@@ -346,6 +341,7 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 	if replacing {
 		status = StatusRebuilt
 	}
+	final := lock.FinalDir()
 	b.log.Info("build published", "status", status.String(), "dir", final, "samples", m.Samples, "shards", len(m.Shards),
 		"commit_seconds", commitSeconds)
 	return &Result{Status: status, Dir: final, Manifest: m, Report: rep, Warnings: warned}, nil
@@ -354,11 +350,11 @@ func (b *builder) publish(ctx context.Context, lock *warehouse.Build, start time
 // upToDate handles a rerun against an existing version: unchanged sources
 // mean nothing to do (but today's thresholds still apply to the recorded
 // summary); changed sources are refused.
-func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir string, m *warehouse.Manifest) (*Result, error) {
+func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, dir string, m *warehouse.Manifest) (*Result, error) {
 	if err := b.checkPublished(ctx, dir, m); err != nil {
 		return nil, err
 	}
-	_, warned := splitFindings(b.thresholds.Evaluate(m.Summary.Total))
+	_, warned := b.thresholds.Check(m.Summary.Total)
 	// A commit killed after publishing leaves the staging directory.
 	if st := stagingDir(b.outRoot, b.id.DirName()); fileExists(st) {
 		if err := os.RemoveAll(st); err != nil {
@@ -386,7 +382,7 @@ func (b *builder) upToDate(ctx context.Context, lock *warehouse.Build, dir strin
 
 // checkPublished checks a published version against today's sources and
 // thresholds: changed sources are a *StaleError, failed thresholds a
-// *ThresholdError.
+// *validate.ThresholdError.
 func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.Manifest) error {
 	fw := warehouse.NewFingerprintWriter(nil)
 	if err := b.fingerprint(ctx, fw); err != nil {
@@ -394,7 +390,7 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 	}
 	if fw.Sum().SHA256 != m.SourceFingerprint.SHA256 {
 		change, err := warehouse.FirstChange(filepath.Join(dir, m.Files.Fingerprint), func(fn func(warehouse.FileEntry) error) error {
-			return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fn(warehouse.FileEntry(fi)) })
+			return b.src.Fingerprint(ctx, fn)
 		})
 		if err != nil {
 			return err
@@ -404,8 +400,8 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 		}
 		return &StaleError{Dir: dir, Change: change}
 	}
-	if failed, _ := splitFindings(b.thresholds.Evaluate(m.Summary.Total)); len(failed) > 0 {
-		return &ThresholdError{Findings: failed}
+	if failed, _ := b.thresholds.Check(m.Summary.Total); len(failed) > 0 {
+		return &validate.ThresholdError{Findings: failed}
 	}
 	return nil
 }
@@ -417,7 +413,7 @@ func fileExists(p string) bool {
 
 // fingerprint feeds every source file into fw.
 func (b *builder) fingerprint(ctx context.Context, fw *warehouse.FingerprintWriter) error {
-	return b.src.Fingerprint(ctx, func(fi sources.FileInfo) error { return fw.Add(warehouse.FileEntry(fi)) })
+	return b.src.Fingerprint(ctx, fw.Add)
 }
 
 // checkSourcesUnchanged re-lists the inputs after the build: a file that
@@ -431,15 +427,4 @@ func (b *builder) checkSourcesUnchanged(ctx context.Context, before warehouse.Fi
 		return errors.New("sources changed while the build was running; nothing was published, rerun the build")
 	}
 	return nil
-}
-
-func splitFindings(all []validate.Finding) (failed, warned []validate.Finding) {
-	for _, f := range all {
-		if f.Action == validate.ActionWarn {
-			warned = append(warned, f)
-		} else {
-			failed = append(failed, f)
-		}
-	}
-	return failed, warned
 }

@@ -1,25 +1,6 @@
 package pipeline
 
-import (
-	"fmt"
-	"strings"
-
-	"warehouse-etl/validate"
-)
-
-// ThresholdError is returned when validation thresholds with action fail are
-// exceeded. Nothing is published.
-type ThresholdError struct {
-	Findings []validate.Finding
-}
-
-func (e *ThresholdError) Error() string {
-	msgs := make([]string, len(e.Findings))
-	for i, f := range e.Findings {
-		msgs[i] = f.String()
-	}
-	return "validation failed: " + strings.Join(msgs, "; ")
-}
+import "fmt"
 
 // StaleError is returned when the version directory exists but its sources
 // changed since it was built; WAREHOUSE_CLEAR=1 rebuilds it.

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,11 +66,6 @@ type Live struct {
 	workers sync.Pool // *liveWorker
 }
 
-type spillLine struct {
-	off int64
-	n   int
-}
-
 // liveWorker is the per-goroutine state of ReadSampleInto.
 type liveWorker struct {
 	tr  *transforms.Transformer
@@ -104,12 +98,12 @@ func (l *Live) init(ctx context.Context, ignoreThresholds bool) error {
 		return err
 	}
 	l.summary = scan.summary.Result()
-	failed, warned := splitFindings(b.thresholds.Evaluate(l.summary.Total))
+	failed, warned := b.thresholds.Check(l.summary.Total)
 	for _, f := range warned {
 		b.log.Warn("validation threshold exceeded (warn)", "finding", f.String())
 	}
 	if len(failed) > 0 && !ignoreThresholds {
-		return &ThresholdError{Findings: failed}
+		return &validate.ThresholdError{Findings: failed}
 	}
 	for _, f := range failed {
 		b.log.Warn("validation threshold exceeded (fail), ignored on request", "finding", f.String())
@@ -121,26 +115,14 @@ func (l *Live) init(ctx context.Context, ignoreThresholds bool) error {
 	}
 	// Index the kept samples' lines so that any sample can be read back
 	// with one ReadAt: memory is 16 bytes per sample, not the plan itself.
-	r := bufio.NewReaderSize(l.spill, 1<<20)
-	var off int64
-	for {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF && len(line) == 0 {
-			break
+	err = readSpill(scan.spill, func(_ *plannedSample, planIdx int64, at spillLine) error {
+		if planIdx >= 0 {
+			l.lines = append(l.lines, at)
 		}
-		if err != nil {
-			return fmt.Errorf("read back %s: %w", spillName, err)
-		}
-		var kept struct {
-			Kept bool `json:"kept"`
-		}
-		if err := json.Unmarshal(line, &kept); err != nil {
-			return fmt.Errorf("read back %s: %w", spillName, err)
-		}
-		if kept.Kept {
-			l.lines = append(l.lines, spillLine{off: off, n: len(line)})
-		}
-		off += int64(len(line))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	b.log.Warn("LIVE DECODING: serving samples decoded on the fly from the source; this is a development fallback, slow and not what training should read",
 		"source", b.cfg.Resolve(b.cfg.Source.Root), "samples", len(l.lines), "would_be_version", b.id.String())
@@ -195,20 +177,17 @@ func (l *Live) ReadSampleInto(i int, dst warehouse.SampleSlot) error {
 
 	j := &job{p: p, image: dst.Image}
 	l.b.transform(w.tr, j)
-	s := shard.Sample{Image: dst.Image, Meta: sampleMeta(p), Extras: p.Extras}
+	var s shard.Sample
 	if j.lateErr != nil {
 		l.failed.Add(1)
 		l.b.log.Warn("live: sample failed to decode; served empty (a build would skip it)",
 			"sample", i, "image", p.ImagePath, "err", j.lateErr)
 		clear(dst.Image)
+		s = shard.Sample{Image: dst.Image, Meta: sampleMeta(p), Extras: p.Extras}
 		s.Meta.BoxesDropped = uint32(len(p.Target) + p.Dropped)
 	} else {
 		l.classMu.Lock()
-		for _, t := range p.Target {
-			idx, _ := l.classes.lookup(t.Class)
-			s.Boxes = append(s.Boxes, t.Box)
-			s.ClassIndex = append(s.ClassIndex, int32(idx))
-		}
+		s = shardSample(p, l.classes, dst.Image)
 		l.classMu.Unlock()
 	}
 	return w.encode(l.layout, s, dst)
@@ -226,7 +205,7 @@ func (l *Live) worker() (*liveWorker, error) {
 }
 
 // encode runs s through shard.Writer as a one-sample shard and copies the
-// encoded boxes, mask, class indices, record and extras into dst (the image
+// encoded boxes, mask, class indices, meta and extras into dst (the image
 // is already there): the format's encoding exists once, in package shard.
 func (w *liveWorker) encode(layout shard.Layout, s shard.Sample, dst warehouse.SampleSlot) error {
 	w.mem.data = w.mem.data[:0]
@@ -254,19 +233,6 @@ func (w *liveWorker) encode(layout shard.Layout, s shard.Sample, dst warehouse.S
 	*dst.Meta = r.Meta(0)
 	copy(dst.Extras, r.Extras(0))
 	return nil
-}
-
-// sampleMeta is the meta record of a planned sample, as the shard writer
-// stores it.
-func sampleMeta(p *plannedSample) shard.Meta {
-	g := p.Geometry
-	return shard.Meta{
-		SourceIndex: uint32(p.SourceIndex), FrameID: p.Frame, InputSeq: uint64(p.Seq),
-		UnixTimeNs: p.UnixTimeNs, SimTime: p.SimTime,
-		SrcWidth: uint32(g.SrcW), SrcHeight: uint32(g.SrcH), ResizedWidth: uint32(g.NewW), ResizedHeight: uint32(g.NewH),
-		PadX: uint32(g.PadX), PadY: uint32(g.PadY), ScaleX: float32(g.ScaleX), ScaleY: float32(g.ScaleY),
-		BoxesDropped: uint32(p.Dropped),
-	}
 }
 
 // Close removes the plan. Samples cannot be read afterwards.

@@ -119,7 +119,7 @@ func TestLiveRefusesThresholdsUnlessIgnored(t *testing.T) {
 	zero := int64(0)
 	cfg.Thresholds = validate.Thresholds{Invalid: validate.Limit{MaxCount: &zero}}
 	_, err := OpenLive(context.Background(), LiveOptions{Options: Options{Config: cfg, Source: src}})
-	var te *ThresholdError
+	var te *validate.ThresholdError
 	if !errors.As(err, &te) || err.Error() != "validation failed: threshold invalid.max_count exceeded: 1 (1 of 4 samples) > limit 0 (action fail)" {
 		t.Fatalf("OpenLive: %v", err)
 	}

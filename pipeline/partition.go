@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/outputroot"
 )
 
 // Partition is part Index of Count of a version's shards: the shards
@@ -139,21 +140,21 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 	defer b.close()
 	start := b.now()
 	name := b.id.DirName()
-	lock, err := warehouse.AcquireShared(ctx, b.outRoot, name, b.opts.LockWait)
+	lock, err := outputroot.LockVersionShared(ctx, b.outRoot, name, b.opts.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
 	res := &PartitionResult{Partition: part}
-	if m, err := warehouse.ReadManifest(lock.FinalDir()); err == nil && !b.opts.Clear {
+	if m, err := b.published(lock.FinalDir()); err != nil {
+		return nil, err
+	} else if m != nil {
 		if err := b.checkPublished(ctx, lock.FinalDir(), m); err != nil {
 			return nil, err
 		}
 		b.log.Info("up to date", "dir", lock.FinalDir(), "version", m.Version, "partition", part.String())
 		res.UpToDate = true
 		return res, nil
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !b.opts.Clear {
-		return nil, fmt.Errorf("%w; rerun with WAREHOUSE_CLEAR=1 to rebuild it", err)
 	}
 	st, err := openStaging(b.outRoot, name, false)
 	if err != nil {
@@ -168,27 +169,23 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 	b.log.Info("partition started", "version", b.id.String(), "partition", part.String(), "staging", st.dir, "workers", b.workers)
 
 	rep := newReport(b, start)
-	scan, err := b.scanPass(ctx, tmp, rep)
+	scan, sp, err := b.prepare(ctx, tmp, rep)
 	if err != nil {
 		return nil, err
 	}
-	if failed, _ := splitFindings(b.thresholds.Evaluate(scan.summary.Result().Total)); len(failed) > 0 {
-		return nil, &ThresholdError{Findings: failed}
-	}
-	sp := b.shardPlan(scan)
 	res.ShardsTotal = sp.shards()
 	res.ShardFirst, res.ShardEnd = part.shards(res.ShardsTotal)
 	host, _ := os.Hostname()
-	prec := &partitionRecord{
+	run := &partitionRun{
 		Partition: part.String(), Index: part.Index, Count: part.Count, Version: b.id.String(), PlanSHA256: sp.planSHA,
 		ShardsTotal: res.ShardsTotal, ShardFirst: res.ShardFirst, ShardEnd: res.ShardEnd,
 		Host: host, PID: os.Getpid(), StartedAtMs: start.UnixMilli(),
 	}
-	if err := st.writePartition(prec); err != nil {
+	if err := st.writePartition(run); err != nil {
 		return nil, err
 	}
 	owner := fmt.Sprintf("partition %s on %s pid %d", part, host, os.Getpid())
-	built, err := b.buildShards(ctx, st, scan, sp, res.ShardFirst, res.ShardEnd, owner, rep)
+	built, err := b.shards(ctx, st, scan, sp, res.ShardFirst, res.ShardEnd, owner, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +193,8 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		return nil, err
 	}
 	res.Built, res.Kept, res.Samples = built.built, built.kept, built.samples
-	prec.Built, prec.Kept, prec.FinishedAtMs = built.built, built.kept, b.now().UnixMilli()
-	if err := st.writePartition(prec); err != nil {
+	run.Built, run.Kept, run.FinishedAtMs = built.built, built.kept, b.now().UnixMilli()
+	if err := st.writePartition(run); err != nil {
 		return nil, err
 	}
 	b.log.Info("partition done", "partition", part.String(), "shards", fmt.Sprintf("%d-%d of %d", res.ShardFirst, res.ShardEnd-1, res.ShardsTotal),
@@ -257,7 +254,7 @@ type CommitOptions struct {
 }
 
 // Commit checks that every shard of the version is complete and intact
-// (each shard file re-hashed against its record) and publishes the
+// (each shard file re-hashed against its receipt) and publishes the
 // version exactly as a single-machine build would: samples.jsonl, summary,
 // manifest, exports. Errors are Build's and *IncompleteError.
 func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
@@ -271,16 +268,16 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 	st := &staging{dir: stagingDir(b.outRoot, name)}
 	deadline := time.Now().Add(opts.Wait)
 	for {
-		lock, err := warehouse.Acquire(b.outRoot, name)
+		lock, err := outputroot.LockVersion(b.outRoot, name)
 		switch {
 		case err == nil:
 			_, statErr := os.Stat(lock.FinalDir())
 			if opts.Wait == 0 || !time.Now().Before(deadline) || statErr == nil || st.finishedPlan() {
 				defer lock.Release()
-				return b.publish(ctx, lock, start, false)
+				return b.version(ctx, lock, start, "commit", b.checkStaged)
 			}
 			lock.Release() // partitions have not all finished: wait for them
-		case !errors.Is(err, warehouse.ErrLocked):
+		case !errors.Is(err, outputroot.ErrLocked):
 			return nil, err
 		case !time.Now().Before(deadline):
 			return nil, &IncompleteError{Running: true, Who: st.describeRunning()}
@@ -295,8 +292,37 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 	}
 }
 
+// checkStaged is Commit's shards stage: every shard of plan sp that the
+// partitions built, re-hashed against its receipt. A shard missing or
+// unusable is an *IncompleteError naming the partitions that own it.
+func (b *builder) checkStaged(ctx context.Context, _ *scanResult, sp shardPlan, _ *Report) (*staging, map[int]*shardReceipt, error) {
+	st := &staging{dir: stagingDir(b.outRoot, b.id.DirName())}
+	all := make([]int, sp.shards())
+	for k := range all {
+		all[k] = k
+	}
+	h0 := b.now()
+	done, problems, err := st.checkShards(ctx, all, sp, true, b.workers)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(problems) > 0 {
+		e := &IncompleteError{Problems: problems, Total: sp.shards()}
+		for k := range problems {
+			e.Missing = append(e.Missing, k)
+		}
+		slices.Sort(e.Missing)
+		e.Who = st.describeMissing(e.Missing, e.Total)
+		return nil, nil, e
+	}
+	// The partitions transformed and wrote; the commit's work here is
+	// re-hashing, logged on its own (Write stays 0: no samples/s).
+	b.log.Info("partitions checked", "shards", len(done), "hash_seconds", b.now().Sub(h0).Seconds())
+	return st, done, nil
+}
+
 // describeRunning lists the partitions that have not finished, from their
-// records.
+// runs.
 func (st *staging) describeRunning() []string {
 	var out []string
 	for _, r := range st.partitions() {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"warehouse-etl/config"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -203,7 +204,7 @@ func TestResumeKeepsCompleteShards(t *testing.T) {
 	st := &staging{dir: stagingDir(cfg.OutputRoot, name)}
 	// As a kill would leave them: shard 5 without its record, shard 8
 	// torn (one byte short), shard 9 with a flipped byte.
-	if err := os.Remove(st.recordPath(5)); err != nil {
+	if err := os.Remove(st.receiptPath(5)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(st.shardPath(8), fileSize(t, st.shardPath(8))-1); err != nil {
@@ -242,23 +243,23 @@ func TestPartitionRunTwiceIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := warehouse.LockOwned(st.lockPath(5), "partition 1/3 on node7 pid 4242")
+	held, err := outputroot.LockOwned(st.lockPath(5), "partition 1/3 on node7 pid 4242")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Release()
 	_, err = BuildPartition(context.Background(), Options{Config: cfg, Source: partitionSource(t)}, Partition{1, 3})
-	if !errors.Is(err, warehouse.ErrLocked) || !strings.Contains(err.Error(), "shard-00005.lock is held by partition 1/3 on node7 pid 4242") {
+	if !errors.Is(err, outputroot.ErrLocked) || !strings.Contains(err.Error(), "shard-00005.lock is held by partition 1/3 on node7 pid 4242") {
 		t.Fatalf("err %v, want ErrLocked naming the holder", err)
 	}
 	// A commit meanwhile is refused too, and a single-machine build
 	// waits for partitions (they hold the version lock shared).
-	p0, err := warehouse.AcquireShared(context.Background(), cfg.OutputRoot, filepath.Base(single.Dir), 0)
+	p0, err := outputroot.LockVersionShared(context.Background(), cfg.OutputRoot, filepath.Base(single.Dir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p0.Release()
-	if _, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t)}); !errors.Is(err, warehouse.ErrLocked) {
+	if _, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t)}); !errors.Is(err, outputroot.ErrLocked) {
 		t.Fatalf("build during partitions: %v, want ErrLocked", err)
 	}
 	var inc *IncompleteError
@@ -279,7 +280,7 @@ func TestPartitionThresholdFailsEveryPartition(t *testing.T) {
 	cfg.Thresholds.Missing.MaxCount = &max0
 	for i := range 3 {
 		_, err := BuildPartition(context.Background(), Options{Config: cfg, Source: src()}, Partition{i, 3})
-		var th *ThresholdError
+		var th *validate.ThresholdError
 		if !errors.As(err, &th) {
 			t.Fatalf("partition %d/3: %v, want a ThresholdError", i, err)
 		}

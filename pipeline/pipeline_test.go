@@ -46,9 +46,9 @@ func (m *memSource) Scan(ctx context.Context, fn func(*sources.Sample) error) er
 	return nil
 }
 
-func (m *memSource) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (m *memSource) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	for _, s := range m.samples {
-		if err := fn(sources.FileInfo{Path: s.ImagePath, Size: int64(len(m.images[s.ImagePath]))}); err != nil {
+		if err := fn(warehouse.FileEntry{Path: s.ImagePath, Size: int64(len(m.images[s.ImagePath]))}); err != nil {
 			return err
 		}
 	}
@@ -68,8 +68,8 @@ func (m *memSource) ReadImage(s *sources.Sample) (sources.Image, error) {
 
 func (m *memSource) Extras() []sources.ExtraSpec { return m.extras }
 
-func (m *memSource) Entries() []sources.SourceEntry {
-	return []sources.SourceEntry{{Index: 0, Name: "run_1"}}
+func (m *memSource) Entries() []warehouse.SourceEntry {
+	return []warehouse.SourceEntry{{Index: 0, Name: "run_1"}}
 }
 
 func pngBytes(t testing.TB, w, h int, seed uint8) []byte {

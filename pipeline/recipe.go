@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"warehouse-etl/config"
+	"warehouse-etl/dtype"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
+	"warehouse-etl/sources/registry"
 	"warehouse-etl/transforms"
 	"warehouse-etl/warehouse"
 )
@@ -23,6 +25,15 @@ import (
 // shards. Both make the bytes independent of the partition count.
 const CodeVersion = "warehouse-etl/3"
 
+// outputDType is the config's dtype (config.Validate checks it; F16, the
+// default, for a config that was not validated).
+func outputDType(c *config.Config) dtype.DType {
+	if d, err := dtype.ParseConfig(c.DType); err == nil {
+		return d
+	}
+	return dtype.F16
+}
+
 // transformSpec turns the config into the transforms package's spec.
 func transformSpec(c *config.Config) transforms.Spec {
 	s := transforms.Spec{
@@ -30,13 +41,7 @@ func transformSpec(c *config.Config) transforms.Spec {
 		Height: c.TargetSize[1],
 		Mode:   transforms.ResizeMode(c.ResizeMode),
 		Pad:    uint8(c.PadValue),
-		DType:  transforms.F16,
-	}
-	switch c.DType {
-	case "f32":
-		s.DType = transforms.F32
-	case "u8":
-		s.DType = transforms.U8
+		DType:  outputDType(c),
 	}
 	if len(c.Normalize.Mean) == 3 {
 		copy(s.Mean[:], c.Normalize.Mean)
@@ -48,20 +53,18 @@ func transformSpec(c *config.Config) transforms.Spec {
 // shardLayout is the fixed per-sample layout of every shard of a build;
 // extraF32 is the number of float32 extras per sample.
 func shardLayout(c *config.Config, extraF32 int) shard.Layout {
-	l := shard.Layout{DType: shard.F16, Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
-	switch c.DType {
-	case "f32":
-		l.DType = shard.F32
-	case "u8":
-		l.DType = shard.U8
-	}
-	return l
+	return shard.Layout{DType: outputDType(c), Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
 }
 
 // datasetRoot is the source root as the config spells it, cleaned and
 // slash-separated: what the version key records.
 func datasetRoot(c *config.Config) string {
 	return filepath.ToSlash(filepath.Clean(c.Source.Root))
+}
+
+// sourceLabelKeys are the label keys the manifest records for the source.
+func sourceLabelKeys(c *config.Config) []string {
+	return registry.LabelKeys(c.Source.Settings)
 }
 
 // versionRecipe lists every input of the version key.
@@ -78,24 +81,11 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("code_version", CodeVersion)
 	r.Set("shard_version", uint32(shard.Version1))
 	r.Set("dataset_root", datasetRoot(c))
-	r.Set("source.kind", c.Source.Kind)
-	r.Set("source.label_keys", strings.Join(c.Source.LabelKeys, ","))
-	r.Set("source.camera", c.Source.Camera)
-	r.Set("source.extras", strings.Join(c.Source.Extras, ","))
-	r.Set("source.tolerance_ms", c.Source.ToleranceMs)
-	r.Set("source.include_underscore", c.Source.IncludeUnderscore)
-	// Detection datasets: the annotations file as written (its content is
-	// in the fingerprint) and the split. Absent for other kinds, so their
-	// versions keep their ids.
-	if c.Source.Annotations != "" {
-		r.Set("source.annotations", filepath.ToSlash(filepath.Clean(c.Source.Annotations)))
-	}
-	if c.Source.Split != "" {
-		r.Set("source.split", c.Source.Split)
-	}
-	// Absent without a label channel, so earlier versions keep their ids.
-	if c.Source.Boxes != "" {
-		r.Set("source.boxes", c.Source.Boxes+"|"+c.Source.BoxClasses)
+	// The source's keys: its kind, the keys every recipe has and the ones
+	// only its kind records (a key a kind does not record is absent from
+	// its recipes, so adding one to another kind keeps every id).
+	for _, k := range registry.RecipeKeys(c.Source.Kind, c.Source.Settings) {
+		r.Set(k.Name, k.Value)
 	}
 	specs := make([]string, len(extras))
 	for i, e := range extras {

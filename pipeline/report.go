@@ -13,42 +13,6 @@ import (
 	"warehouse-etl/warehouse"
 )
 
-// SampleRecord is one line of samples.jsonl: every input sample in scan
-// order, kept or not, with where it landed.
-type SampleRecord struct {
-	Seq         int64             `json:"seq"`
-	Source      string            `json:"source"`
-	SourceIndex int32             `json:"source_index"`
-	Frame       uint64            `json:"frame"`
-	UnixTimeNs  int64             `json:"unix_time_ns"`
-	SimTime     float64           `json:"sim_time"`
-	LabelPath   string            `json:"label_path"`
-	ImagePath   string            `json:"image_path"`
-	Width       int               `json:"width"`
-	Height      int               `json:"height"`
-	Kept        bool              `json:"kept"`
-	Reasons     []validate.Reason `json:"reasons"`
-	Error       string            `json:"error,omitempty"` // the late decode failure, when there was one
-	Index       int64             `json:"index"`           // position among kept samples, -1 when skipped
-	Shard       string            `json:"shard,omitempty"`
-	ShardIndex  int64             `json:"shard_index"` // position within the shard, -1 when skipped
-	BoxCount    int               `json:"box_count"`
-	ClassIndex  []int32           `json:"class_index,omitempty"`
-	Letterbox   *Letterbox        `json:"letterbox,omitempty"` // kept samples: where the image landed in the target
-}
-
-// Letterbox is the provenance of a kept sample's image in target space:
-// the source was scaled by (scale_x, scale_y) to resized_width x
-// resized_height and placed at (pad_x, pad_y).
-type Letterbox struct {
-	ScaleX        float64 `json:"scale_x"`
-	ScaleY        float64 `json:"scale_y"`
-	ResizedWidth  int     `json:"resized_width"`
-	ResizedHeight int     `json:"resized_height"`
-	PadX          int     `json:"pad_x"`
-	PadY          int     `json:"pad_y"`
-}
-
 // Report is build_report.json: how the build went. Unlike the manifest it
 // holds timings, so it differs between runs.
 type Report struct {
@@ -73,6 +37,8 @@ type Report struct {
 	// in the turbojpeg build. They decode at full size, more slowly.
 	JPEGFallbacks int64  `json:"jpeg_fallbacks"`
 	Phases        Phases `json:"phases_seconds"`
+
+	start time.Time // StartedAtMs with the monotonic clock, for Phases.Total
 }
 
 // Phases are wall-clock seconds per pipeline phase, except Read, Decode,
@@ -94,7 +60,7 @@ func newReport(b *builder, start time.Time) *Report {
 	host, _ := os.Hostname()
 	return &Report{
 		Version: b.id.String(), CodeVersion: CodeVersion, Host: host, GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		Workers: b.workers, StartedAtMs: start.UnixMilli(),
+		Workers: b.workers, StartedAtMs: start.UnixMilli(), start: start,
 	}
 }
 
@@ -131,7 +97,7 @@ func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Su
 		VersionRecipe: b.recipe.Encode(),
 		CodeVersion:   CodeVersion,
 		DatasetRoot:   datasetRoot(c),
-		Source:        warehouse.SourceInfo{Kind: c.Source.Kind, Root: datasetRoot(c), LabelKeys: c.Source.LabelKeys},
+		Source:        warehouse.SourceInfo{Kind: c.Source.Kind, Root: datasetRoot(c), LabelKeys: sourceLabelKeys(c)},
 		Transform: warehouse.Transform{
 			TargetWidth: c.TargetSize[0], TargetHeight: c.TargetSize[1], Channels: 3,
 			ResizeMode: c.ResizeMode, PadValue: c.PadValue, Mean: c.Normalize.Mean, Std: c.Normalize.Std,
@@ -156,24 +122,21 @@ func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Su
 	}
 }
 
-// writeJSONFile writes v as indented JSON and fsyncs it.
-func writeJSONFile(path string, v any) error {
+// encodeJSON is v as indented JSON with a final newline.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return warehouse.WriteFileSync(path, buf.Bytes())
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
-// sourceEntries is the manifest's table of runs or episodes.
+// sourceEntries is the manifest's table of runs or episodes (never nil:
+// the manifest says [] for none).
 func (b *builder) sourceEntries() []warehouse.SourceEntry {
 	entries := b.src.Entries()
 	out := make([]warehouse.SourceEntry, len(entries))
-	for i, e := range entries {
-		out[i] = warehouse.SourceEntry{Index: e.Index, Name: e.Name, Attributes: e.Attributes}
-	}
+	copy(out, entries)
 	return out
 }
 

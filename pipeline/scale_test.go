@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
 // genSource is n synthetic samples made on the fly (nothing per sample is
@@ -39,9 +40,9 @@ func (g *genSource) Scan(ctx context.Context, fn func(*sources.Sample) error) er
 	return nil
 }
 
-func (g *genSource) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (g *genSource) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	for i := range g.n {
-		if err := fn(sources.FileInfo{Path: fmt.Sprintf("frames/%07d.png", i), Size: int64(len(g.png)), MtimeNs: 1}); err != nil {
+		if err := fn(warehouse.FileEntry{Path: fmt.Sprintf("frames/%07d.png", i), Size: int64(len(g.png)), MtimeNs: 1}); err != nil {
 			return err
 		}
 	}
@@ -52,8 +53,8 @@ func (g *genSource) ReadImage(*sources.Sample) (sources.Image, error) {
 	return sources.Image{Encoded: g.png}, nil
 }
 func (g *genSource) Extras() []sources.ExtraSpec { return nil }
-func (g *genSource) Entries() []sources.SourceEntry {
-	return []sources.SourceEntry{{Index: 0, Name: "run_1"}}
+func (g *genSource) Entries() []warehouse.SourceEntry {
+	return []warehouse.SourceEntry{{Index: 0, Name: "run_1"}}
 }
 
 // peakHeap runs fn while sampling the live heap every 2 ms, and returns

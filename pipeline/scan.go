@@ -40,6 +40,48 @@ type plannedBox struct {
 	Class sources.ClassKey `json:"class"`
 }
 
+// spillLine is where one sample's line lies in the spill.
+type spillLine struct {
+	off int64
+	n   int
+}
+
+// readSpill calls fn with every sample of the spill at path, in scan
+// order, with its position among the kept samples (planIdx; -1 for a
+// skipped one) and where its line lies. It is the one reader of the spill
+// (pass 2, assemble and Live).
+func readSpill(path string, fn func(p *plannedSample, planIdx int64, at spillLine) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var off, planned int64
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF && len(line) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		p := new(plannedSample)
+		if err := json.Unmarshal(line, p); err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		idx := int64(-1)
+		if p.Kept {
+			idx = planned
+			planned++
+		}
+		if err := fn(p, idx, spillLine{off: off, n: len(line)}); err != nil {
+			return err
+		}
+		off += int64(len(line))
+	}
+}
+
 // scanResult is what pass 1 hands pass 2.
 type scanResult struct {
 	spill       string

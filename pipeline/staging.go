@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -23,11 +25,11 @@ import (
 // a commit publishes them (docs/format/staging.md). It lives beside the
 // versions under output_root, so commit links the shards into the version
 // instead of copying them, and it survives a crash: a rerun keeps every
-// shard whose record checks out and builds only the others.
+// shard whose receipt checks out and builds only the others.
 //
 //	.<version>.staging/
-//	  shards/shard-NNNNN.twh    a shard, complete once its record exists
-//	  shards/shard-NNNNN.json   its record, written after the shard is fsynced
+//	  shards/shard-NNNNN.twh    a shard, complete once its receipt exists
+//	  shards/shard-NNNNN.json   its receipt, written after the shard is fsynced
 //	  locks/shard-NNNNN.lock    held by the process building that shard
 //	  partitions/I-of-N.json    who ran partition I of N, and whether it finished
 //	  scan-*/                   a partition's private scan spill
@@ -37,13 +39,13 @@ import (
 // sample that fails to decode after the scan planned it leaves its shard
 // one sample short instead of moving later samples. So shard bytes do not
 // depend on how many partitions built them.
-const recordFormat = 1
+const receiptFormat = 1
 
 // staging is one version's staging directory.
 type staging struct{ dir string }
 
 func stagingDir(outRoot, name string) string {
-	return filepath.Join(outRoot, "."+name+warehouse.StagingSuffix)
+	return filepath.Join(outRoot, "."+name+outputroot.StagingSuffix)
 }
 
 // openStaging creates the staging directory of version name (clear: empty
@@ -68,7 +70,7 @@ func shardID(k int) string { return fmt.Sprintf("shard-%05d", k) }
 func (st *staging) shardPath(k int) string {
 	return filepath.Join(st.dir, "shards", shardID(k)+".twh")
 }
-func (st *staging) recordPath(k int) string {
+func (st *staging) receiptPath(k int) string {
 	return filepath.Join(st.dir, "shards", shardID(k)+".json")
 }
 func (st *staging) lockPath(k int) string {
@@ -78,11 +80,11 @@ func (st *staging) partitionPath(p Partition) string {
 	return filepath.Join(st.dir, "partitions", fmt.Sprintf("%d-of-%d.json", p.Index, p.Count))
 }
 
-// shardRecord is shards/shard-NNNNN.json: what the process that built
+// shardReceipt is shards/shard-NNNNN.json: what the process that built
 // shard k found, written only after the shard file is fsynced. Commit
 // assembles samples.jsonl, the summary and the image statistics from the
-// records, so it never decodes an image.
-type shardRecord struct {
+// receipts, so it never decodes an image.
+type shardReceipt struct {
 	Format       int           `json:"format"`
 	Version      string        `json:"version"`
 	PlanSHA256   string        `json:"plan_sha256"`
@@ -106,9 +108,9 @@ type lateFailure struct {
 	Error string `json:"error"`
 }
 
-// maxRecordBytes bounds a record read back (a record lists at most spp
+// maxReceiptBytes bounds a receipt read back (a receipt lists at most spp
 // late failures with their messages).
-const maxRecordBytes = 64 << 20
+const maxReceiptBytes = 64 << 20
 
 // planOf is what a shard must hold under a plan of planned samples.
 type shardPlan struct {
@@ -128,23 +130,23 @@ func (sp shardPlan) span(k int) (first, n int64) {
 	return first, min(sp.spp, sp.planned-first)
 }
 
-// readRecord reads and checks shard k's record against the plan: an error
+// readReceipt reads and checks shard k's receipt against the plan: an error
 // says why the shard cannot be used (fs.ErrNotExist when it was never
 // finished).
-func (st *staging) readRecord(k int, sp shardPlan) (*shardRecord, error) {
-	f, err := os.Open(st.recordPath(k))
+func (st *staging) readReceipt(k int, sp shardPlan) (*shardReceipt, error) {
+	f, err := os.Open(st.receiptPath(k))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(f, maxReceiptBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) > maxRecordBytes {
-		return nil, fmt.Errorf("record larger than %d bytes", maxRecordBytes)
+	if len(raw) > maxReceiptBytes {
+		return nil, fmt.Errorf("record larger than %d bytes", maxReceiptBytes)
 	}
-	var r shardRecord
+	var r shardReceipt
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
@@ -152,8 +154,8 @@ func (st *staging) readRecord(k int, sp shardPlan) (*shardRecord, error) {
 	}
 	first, n := sp.span(k)
 	switch {
-	case r.Format != recordFormat:
-		return nil, fmt.Errorf("record format %d, want %d", r.Format, recordFormat)
+	case r.Format != receiptFormat:
+		return nil, fmt.Errorf("record format %d, want %d", r.Format, receiptFormat)
 	case r.Version != sp.version:
 		return nil, fmt.Errorf("record of version %s, want %s", r.Version, sp.version)
 	case r.PlanSHA256 != sp.planSHA:
@@ -169,9 +171,9 @@ func (st *staging) readRecord(k int, sp shardPlan) (*shardRecord, error) {
 	return &r, nil
 }
 
-// checkShardFile compares shard k's file with its record: size, and with
+// checkShardFile compares shard k's file with its receipt: size, and with
 // hash, the sha256 of every byte.
-func (st *staging) checkShardFile(ctx context.Context, k int, r *shardRecord, hash bool) error {
+func (st *staging) checkShardFile(ctx context.Context, k int, r *shardReceipt, hash bool) error {
 	p := st.shardPath(k)
 	if r.Samples == 0 {
 		return nil // every planned sample failed late: no file
@@ -196,17 +198,17 @@ func (st *staging) checkShardFile(ctx context.Context, k int, r *shardRecord, ha
 	return nil
 }
 
-// checkShards reads and checks the records and files of shards ks in
+// checkShards reads and checks the receipts and files of shards ks in
 // parallel (workers at a time). done holds the good ones by shard;
 // problems says why each other one cannot be used.
-func (st *staging) checkShards(ctx context.Context, ks []int, sp shardPlan, hash bool, workers int) (done map[int]*shardRecord, problems map[int]error, err error) {
-	done, problems = map[int]*shardRecord{}, map[int]error{}
+func (st *staging) checkShards(ctx context.Context, ks []int, sp shardPlan, hash bool, workers int) (done map[int]*shardReceipt, problems map[int]error, err error) {
+	done, problems = map[int]*shardReceipt{}, map[int]error{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, workers))
 	for _, k := range ks {
 		g.Go(func() error {
-			r, err := st.readRecord(k, sp)
+			r, err := st.readReceipt(k, sp)
 			if err == nil {
 				err = st.checkShardFile(gctx, k, r, hash)
 			}
@@ -226,40 +228,19 @@ func (st *staging) checkShards(ctx context.Context, ks []int, sp shardPlan, hash
 	return done, problems, g.Wait()
 }
 
-// writeRecord publishes shard k's record: written to a temporary name,
-// fsynced and renamed, so a record is whole or absent.
-func (st *staging) writeRecord(r *shardRecord) error {
+// writeReceipt publishes shard k's receipt: written to a temporary name,
+// fsynced and renamed, so a receipt is whole or absent.
+func (st *staging) writeReceipt(r *shardReceipt) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(st.recordPath(r.Shard), raw)
+	return atomicfile.Write(st.receiptPath(r.Shard), raw, 0o644)
 }
 
-// writeFileAtomic writes data to path through a fsynced temporary file
-// and a rename, then fsyncs the directory.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := warehouse.WriteFileSync(tmp, data); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// forget removes shard k's record and file, so it is built again.
+// forget removes shard k's receipt and file, so it is built again.
 func (st *staging) forget(k int) error {
-	for _, p := range []string{st.recordPath(k), st.shardPath(k)} {
+	for _, p := range []string{st.receiptPath(k), st.shardPath(k)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -267,8 +248,8 @@ func (st *staging) forget(k int) error {
 	return nil
 }
 
-// partitionRecord is partitions/I-of-N.json.
-type partitionRecord struct {
+// partitionRun is partitions/I-of-N.json.
+type partitionRun struct {
 	Partition    string `json:"partition"` // "I/N"
 	Index        int    `json:"index"`
 	Count        int    `json:"count"`
@@ -285,19 +266,19 @@ type partitionRecord struct {
 	Kept         int    `json:"shards_kept"` // complete from an earlier run, checked and kept
 }
 
-func (st *staging) writePartition(r *partitionRecord) error {
+func (st *staging) writePartition(r *partitionRun) error {
 	raw, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(st.partitionPath(Partition{r.Index, r.Count}), append(raw, '\n'))
+	return atomicfile.Write(st.partitionPath(Partition{r.Index, r.Count}), append(raw, '\n'), 0o644)
 }
 
-// partitions reads every partition record (unreadable ones are skipped:
+// partitions reads every partition run (unreadable ones are skipped:
 // they only name who ran what).
-func (st *staging) partitions() []partitionRecord {
+func (st *staging) partitions() []partitionRun {
 	entries, _ := os.ReadDir(filepath.Join(st.dir, "partitions"))
-	var out []partitionRecord
+	var out []partitionRun
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
@@ -306,12 +287,12 @@ func (st *staging) partitions() []partitionRecord {
 		if err != nil || len(raw) > 1<<20 {
 			continue
 		}
-		var r partitionRecord
+		var r partitionRun
 		if json.Unmarshal(raw, &r) == nil && r.Count > 0 {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b partitionRecord) int {
+	slices.SortFunc(out, func(a, b partitionRun) int {
 		if a.Count != b.Count {
 			return a.Count - b.Count
 		}
@@ -321,13 +302,13 @@ func (st *staging) partitions() []partitionRecord {
 }
 
 // finishedPlan reports whether some partition count N has a finished
-// record for every partition 0..N-1, all of one plan: what commit --wait
+// receipt for every partition 0..N-1, all of one plan: what commit --wait
 // waits for.
 func (st *staging) finishedPlan() bool {
-	byCount := map[int]map[int]partitionRecord{}
+	byCount := map[int]map[int]partitionRun{}
 	for _, r := range st.partitions() {
 		if byCount[r.Count] == nil {
-			byCount[r.Count] = map[int]partitionRecord{}
+			byCount[r.Count] = map[int]partitionRun{}
 		}
 		byCount[r.Count][r.Index] = r
 	}
@@ -349,12 +330,12 @@ func (st *staging) finishedPlan() bool {
 }
 
 // describeMissing names, for each shard in ks, the partition that should
-// have built it by the partition records, and what is known of that
+// have built it by the partition runs, and what is known of that
 // partition's run.
 func (st *staging) describeMissing(ks []int, total int) []string {
 	recs := st.partitions()
 	type key struct{ i, n int }
-	by := map[key]partitionRecord{}
+	by := map[key]partitionRun{}
 	counts := map[int]bool{}
 	for _, r := range recs {
 		by[key{r.Index, r.Count}] = r

@@ -10,6 +10,7 @@ import (
 
 	"github.com/x448/float16"
 
+	"warehouse-etl/dtype"
 	"warehouse-etl/transforms"
 	"warehouse-etl/warehouse"
 )
@@ -43,7 +44,7 @@ func contentSums(img []byte, spec transforms.Spec, g transforms.Geometry) channe
 	plane := width * height
 	table := f16Table()
 	var u8Table *[3][256]float32
-	if d == transforms.U8 {
+	if d == dtype.U8 {
 		key := [2][3]float64{spec.Mean, spec.Std}
 		t, ok := u8Tables.Load(key)
 		if !ok {
@@ -58,9 +59,9 @@ func contentSums(img []byte, spec transforms.Spec, g transforms.Geometry) channe
 			for x := range g.NewW {
 				var v float64
 				switch d {
-				case transforms.U8:
+				case dtype.U8:
 					v = float64(u8Table[c][img[row+x]])
-				case transforms.F16:
+				case dtype.F16:
 					v = float64(table[binary.LittleEndian.Uint16(img[2*(row+x):])])
 				default:
 					v = float64(math.Float32frombits(binary.LittleEndian.Uint32(img[4*(row+x):])))

@@ -124,6 +124,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"warehouse-etl/dtype"
 )
 
 // Magic is the first four bytes of every shard.
@@ -270,65 +272,27 @@ const (
 	EndianBig    uint32 = 1
 )
 
-// DType is the element type of images, boxes and mask.
-type DType uint32
+// DType is the element type of images, boxes and mask: package dtype's
+// enum, whose numbering is the header's dtype field. Boxes and mask are
+// DType.BoxDType(): the image dtype for F16 and F32, F32 for U8 (whose
+// images are the resampled pixels before normalization, which the manifest
+// records and readers apply).
+type DType = dtype.DType
 
+// The dtypes, by the names the manifest and DType.String use.
 const (
-	F32 DType = 0 // images, boxes and mask IEEE 754 binary32
-	F16 DType = 1 // images, boxes and mask IEEE 754 binary16
-	// U8 stores images as uint8 (the resampled pixels before
-	// normalization, which the manifest records and readers apply) and
-	// boxes and mask as binary32: BoxDType is F32.
-	U8 DType = 2
+	F32 = dtype.F32
+	F16 = dtype.F16
+	U8  = dtype.U8
 )
-
-// Size returns the size of one image element in bytes, or 0 for an unknown
-// DType. Boxes and mask elements are BoxDType().Size() bytes.
-func (d DType) Size() int {
-	switch d {
-	case F32:
-		return 4
-	case F16:
-		return 2
-	case U8:
-		return 1
-	}
-	return 0
-}
-
-// BoxDType is the dtype of the boxes and mask sections: the image dtype for
-// F16 and F32, F32 for U8.
-func (d DType) BoxDType() DType {
-	if d == U8 {
-		return F32
-	}
-	return d
-}
-
-// String returns the name the manifest uses: "F32", "F16" or "U8".
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case U8:
-		return "U8"
-	}
-	return fmt.Sprintf("DType(%d)", uint32(d))
-}
 
 // ParseDType is the inverse of DType.String for the known dtypes.
 func ParseDType(s string) (DType, error) {
-	switch s {
-	case "F32":
-		return F32, nil
-	case "F16":
-		return F16, nil
-	case "U8":
-		return U8, nil
+	d, err := dtype.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("shard: %w", err)
 	}
-	return 0, fmt.Errorf("shard: unknown dtype %q (want F32, F16 or U8)", s)
+	return d, nil
 }
 
 // Header is the decoded 80-byte header.

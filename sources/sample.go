@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // ClassKey names a class as the labels spell it: a numeric id, a name, or
@@ -88,27 +89,6 @@ func (e ExtraSpec) Elements() int {
 	return n
 }
 
-// SourceEntry describes one run or episode for the manifest and the
-// analytics export: its name as in the summary plus free-form attributes
-// (an episode's task text, embodiment, fps, ...).
-type SourceEntry struct {
-	Index      int               `json:"index"`
-	Name       string            `json:"name"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-}
-
-// FileInfo is one input file as the source fingerprint records it.
-type FileInfo struct {
-	Path    string `json:"path"` // relative to the dataset root, slash-separated
-	Size    int64  `json:"size"`
-	MtimeNs int64  `json:"mtime_ns"`
-	// SHA256 is the hex digest of the file's content, for the files that
-	// describe a whole dataset (a COCO annotations file, a YOLO data.yaml):
-	// an edit that keeps size and mtime still makes the version stale.
-	// Empty for everything else.
-	SHA256 string `json:"sha256,omitempty"`
-}
-
 // ClassLister is a Source whose dataset declares its class table (COCO
 // categories, YOLO names). Classes returns it in index order, valid from
 // New on; the pipeline uses it instead of the classes the boxes happen to
@@ -128,7 +108,7 @@ type Source interface {
 	// returns an error only when the dataset itself cannot be read.
 	Scan(ctx context.Context, fn func(*Sample) error) error
 	// Fingerprint calls fn for every file Scan reads, in a stable order.
-	Fingerprint(ctx context.Context, fn func(FileInfo) error) error
+	Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error
 	// ReadImage returns a sample's image. An error here, for a sample the
 	// scan accepted, becomes a late decode_error for that sample.
 	ReadImage(s *Sample) (Image, error)
@@ -137,5 +117,5 @@ type Source interface {
 	Extras() []ExtraSpec
 	// Entries describes the runs or episodes seen by the last Scan, in
 	// source index order.
-	Entries() []SourceEntry
+	Entries() []warehouse.SourceEntry
 }

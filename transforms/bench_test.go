@@ -1,6 +1,10 @@
 package transforms
 
-import "testing"
+import (
+	"testing"
+
+	"warehouse-etl/dtype"
+)
 
 // Throughput (MB/s) is always measured in bytes of packed source RGB
 // (3 x width x height of the input image), so the numbers compare across
@@ -9,7 +13,7 @@ import "testing"
 // benchmarkDecode decodes for a 640x640 letterbox (which decides the
 // turbojpeg build's DCT scale).
 func benchmarkDecode(b *testing.B, data []byte, w, h int) {
-	spec := Spec{Width: 640, Height: 640, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 640, Height: 640, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(b, spec)
 	g, err := PlanGeometry(spec, w, h)
 	if err != nil {
@@ -65,7 +69,7 @@ func benchmarkApplyRGB(b *testing.B, spec Spec, w, h int) {
 
 // Resize 1920x1080 -> 640x360 letterboxed into 640x640, then normalize.
 func BenchmarkResizeLetterbox1920x1080To640(b *testing.B) {
-	for _, dt := range []DType{F16, F32} {
+	for _, dt := range []dtype.DType{dtype.F16, dtype.F32} {
 		b.Run(dt.String(), func(b *testing.B) {
 			benchmarkApplyRGB(b, Spec{Width: 640, Height: 640, Mode: Letterbox, Pad: 114, DType: dt}, 1920, 1080)
 		})
@@ -74,7 +78,7 @@ func BenchmarkResizeLetterbox1920x1080To640(b *testing.B) {
 
 // Normalization alone: a 640x640 image into 640x640 skips both resize passes.
 func BenchmarkNormalize640x640(b *testing.B) {
-	for _, dt := range []DType{F16, F32} {
+	for _, dt := range []dtype.DType{dtype.F16, dtype.F32} {
 		b.Run(dt.String(), func(b *testing.B) {
 			benchmarkApplyRGB(b, Spec{Width: 640, Height: 640, Mode: Letterbox, DType: dt,
 				Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225}}, 640, 640)
@@ -88,7 +92,7 @@ func BenchmarkNormalize640x640(b *testing.B) {
 // image/jpeg allocates its decoded image (3 allocs, ~3.4 MB per 1080p
 // frame), the documented exception.
 func benchmarkApply(b *testing.B, data []byte, w, h int) {
-	spec := Spec{Width: 640, Height: 640, Mode: Letterbox, Pad: 114, DType: F16}
+	spec := Spec{Width: 640, Height: 640, Mode: Letterbox, Pad: 114, DType: dtype.F16}
 	tr := mustTransformer(b, spec)
 	out := make([]byte, spec.OutputBytes())
 	if _, err := tr.Apply(data, out); err != nil { // grow the buffers: steady state below

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 func jpegDecodeForReference(data []byte) (image.Image, error) {
@@ -122,7 +124,7 @@ func hugeHeaders() map[string][]byte {
 // A small file that declares a huge image is refused from its header:
 // ErrImageTooLarge (and ErrDecode), and no big allocation happens.
 func TestHugeDimensionsRefused(t *testing.T) {
-	spec := Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 64, Height: 64, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	for name, data := range hugeHeaders() {
@@ -146,7 +148,7 @@ func TestHugeDimensionsRefused(t *testing.T) {
 
 // A lower limit on the Transformer applies to Apply as a whole.
 func TestTransformerPixelLimit(t *testing.T) {
-	spec := Spec{Width: 16, Height: 16, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 16, Height: 16, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	tr.maxPixels = 29*19 - 1
 	data := formatInputs(t)[0].data // 29x19
@@ -210,7 +212,7 @@ func TestCorruptInputs(t *testing.T) {
 		{"webp bad VP8L signature", damage("webp-lossless", func(b []byte) []byte { b[20] = 0; return b })},
 		{"webp RIFF only", []byte("RIFF\x04\x00\x00\x00WEBPVP8L")},
 	}
-	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	for _, tt := range tests {
@@ -228,7 +230,7 @@ func TestCorruptInputs(t *testing.T) {
 // ErrDecode, and a file cut to half its length or less always fails (the
 // pixel data of these noisy images cannot be complete).
 func TestTruncatedInputs(t *testing.T) {
-	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	for _, in := range formatInputs(t) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/dtype"
 	"warehouse-etl/internal/fuzzmem"
 )
 
@@ -76,7 +77,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test -run TestFuzzSeedCorpus -update to create it)", err)
 	}
-	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	var formats []string
 	for _, e := range entries {
@@ -113,7 +114,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add(claimedSizeBMP())
-	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, Pad: 7, DType: F16}
+	spec := Spec{Width: 24, Height: 16, Mode: Letterbox, Pad: 7, DType: dtype.F16}
 	shared := mustTransformer(f, spec)
 	shared.maxPixels = fuzzMaxPixels
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -197,7 +198,7 @@ func TestPNGClaimedSize(t *testing.T) {
 	if n := fuzzmem.Measure(func() { _, err := d.decode(data); _ = err }); n > fuzzmem.MiB {
 		t.Errorf("pngDecoder.decode allocated %d bytes", n)
 	}
-	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: dtype.F16})
 	out := make([]byte, tr.spec.OutputBytes())
 	var err error
 	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
@@ -223,7 +224,7 @@ func TestPNGClaimedSize(t *testing.T) {
 // fuzzMaxPixels; it is also a FuzzApply seed.
 func TestBMPClaimedSize(t *testing.T) {
 	data := claimedSizeBMP()
-	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: dtype.F16})
 	out := make([]byte, tr.spec.OutputBytes())
 	var err error
 	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
@@ -258,7 +259,7 @@ func claimedSizeBMP() []byte {
 func TestJPEGClaimedSize(t *testing.T) {
 	valid := encodeJPEG(t, rgbToRGBA(gradientNoiseRGB(40, 30, 21, 30), 40, 30), 90)
 	data := claimedSizeJPEG(t, valid)
-	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: dtype.F16})
 	out := make([]byte, tr.spec.OutputBytes())
 	var err error
 	if n := fuzzmem.Measure(func() { _, err = tr.Apply(data, out) }); n > fuzzmem.MiB {
@@ -328,7 +329,7 @@ func TestGIFClaimedSize(t *testing.T) {
 	b = binary.LittleEndian.AppendUint16(b, 8000)
 	b = binary.LittleEndian.AppendUint16(b, 8000)
 	b = append(b, 0, 2, 1, 0, 0, 0x3B)
-	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: F16})
+	tr := mustTransformer(t, Spec{Width: 24, Height: 16, Mode: Letterbox, DType: dtype.F16})
 	out := make([]byte, tr.spec.OutputBytes())
 	var err error
 	if n := fuzzmem.Measure(func() { _, err = tr.Apply(b, out) }); n > fuzzmem.MiB {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // The expected sizes and paddings below are worked out by hand from the rule
@@ -53,7 +55,7 @@ func TestPlanGeometry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := Spec{Width: tt.tw, Height: tt.th, Mode: tt.mode, DType: F16}
+			s := Spec{Width: tt.tw, Height: tt.th, Mode: tt.mode, DType: dtype.F16}
 			g, err := PlanGeometry(s, tt.srcW, tt.srcH)
 			if err != nil {
 				t.Fatal(err)
@@ -99,7 +101,7 @@ func TestPlanGeometryErrors(t *testing.T) {
 
 func TestMapBox(t *testing.T) {
 	plan := func(tw, th int, mode ResizeMode, w, h int) Geometry {
-		g, err := PlanGeometry(Spec{Width: tw, Height: th, Mode: mode, DType: F16}, w, h)
+		g, err := PlanGeometry(Spec{Width: tw, Height: th, Mode: mode, DType: dtype.F16}, w, h)
 		if err != nil {
 			t.Fatal(err)
 		}

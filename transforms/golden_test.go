@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden and testdata/fuzz seed files")
@@ -39,19 +41,19 @@ func goldenCases(t *testing.T) []goldenCase {
 	rgba := encodePNG(t, withAlpha(gradientNoiseRGB(200, 150, 13, 25), 200, 150))
 	rgbPNG := encodePNG(t, rgbToRGBA(gradientNoiseRGB(200, 150, 15, 25), 200, 150))
 	return []goldenCase{
-		{"rgb-333x217-letterbox-96x64-f16-pad114", Spec{Width: 96, Height: 64, Mode: Letterbox, Pad: 114, DType: F16},
+		{"rgb-333x217-letterbox-96x64-f16-pad114", Spec{Width: 96, Height: 64, Mode: Letterbox, Pad: 114, DType: dtype.F16},
 			func(tr *Transformer, out []byte) error { _, err := tr.ApplyRGB(raw, 333, 217, 3*333, out); return err }},
-		{"rgb-64x48-stretch-200x150-f32", Spec{Width: 200, Height: 150, Mode: Stretch, DType: F32},
+		{"rgb-64x48-stretch-200x150-f32", Spec{Width: 200, Height: 150, Mode: Stretch, DType: dtype.F32},
 			func(tr *Transformer, out []byte) error { _, err := tr.ApplyRGB(small, 64, 48, 3*64, out); return err }},
-		{"png-rgba-200x150-letterbox-64x64-f32-imagenet", imagenet(Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F32}),
+		{"png-rgba-200x150-letterbox-64x64-f32-imagenet", imagenet(Spec{Width: 64, Height: 64, Mode: Letterbox, DType: dtype.F32}),
 			func(tr *Transformer, out []byte) error { _, err := tr.Apply(rgba, out); return err }},
-		{"png-rgb-200x150-stretch-80x48-f16", Spec{Width: 80, Height: 48, Mode: Stretch, DType: F16},
+		{"png-rgb-200x150-stretch-80x48-f16", Spec{Width: 80, Height: 48, Mode: Stretch, DType: dtype.F16},
 			func(tr *Transformer, out []byte) error { _, err := tr.Apply(rgbPNG, out); return err }},
 		// JPEG output depends on the encoder, so the input file is
 		// committed (written once with -update). Into 64x64 the
 		// turbojpeg build decodes at 1/2 scale, into 128x128 unscaled.
-		{"jpeg-orient6-160x120-letterbox-64x64-f16", Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16}, applyGoldenJPEG},
-		{"jpeg-orient6-160x120-letterbox-128x128-f16", Spec{Width: 128, Height: 128, Mode: Letterbox, DType: F16}, applyGoldenJPEG},
+		{"jpeg-orient6-160x120-letterbox-64x64-f16", Spec{Width: 64, Height: 64, Mode: Letterbox, DType: dtype.F16}, applyGoldenJPEG},
+		{"jpeg-orient6-160x120-letterbox-128x128-f16", Spec{Width: 128, Height: 128, Mode: Letterbox, DType: dtype.F16}, applyGoldenJPEG},
 	}
 }
 

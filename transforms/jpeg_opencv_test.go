@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // openCVAreaTolerance is the largest mean |difference| (8-bit levels) the
@@ -44,7 +46,7 @@ func TestJPEGMatchesOpenCVArea(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int{384, 640} {
-		spec := Spec{Width: size, Height: size, Mode: Letterbox, DType: F32}
+		spec := Spec{Width: size, Height: size, Mode: Letterbox, DType: dtype.F32}
 		out := make([]byte, spec.OutputBytes())
 		g, err := mustTransformer(t, spec).Apply(data, out)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"testing"
 
+	"warehouse-etl/dtype"
 	"warehouse-etl/transforms/jpegdec"
 )
 
@@ -42,11 +43,11 @@ func TestApplyJPEGMatchesApplyRGB(t *testing.T) {
 		spec Spec
 		k    int
 	}{
-		{Spec{Width: 96, Height: 96, Mode: Letterbox, Pad: 114, DType: F16}, 2}, // both axes scaled
-		{Spec{Width: 40, Height: 40, Mode: Letterbox, Pad: 114, DType: F16}, 8},
-		{Spec{Width: 333, Height: 100, Mode: Stretch, DType: F32}, 1}, // vertical only
-		{Spec{Width: 101, Height: 211, Mode: Stretch, DType: F32}, 1}, // horizontal only
-		{Spec{Width: 333, Height: 211, Mode: None, DType: F16}, 1},    // neither
+		{Spec{Width: 96, Height: 96, Mode: Letterbox, Pad: 114, DType: dtype.F16}, 2}, // both axes scaled
+		{Spec{Width: 40, Height: 40, Mode: Letterbox, Pad: 114, DType: dtype.F16}, 8},
+		{Spec{Width: 333, Height: 100, Mode: Stretch, DType: dtype.F32}, 1}, // vertical only
+		{Spec{Width: 101, Height: 211, Mode: Stretch, DType: dtype.F32}, 1}, // horizontal only
+		{Spec{Width: 333, Height: 211, Mode: None, DType: dtype.F16}, 1},    // neither
 	} {
 		d := jpegdec.Decoder{FancyScaled: true}
 		m, err := d.Decode(data, tc.k)

@@ -10,6 +10,8 @@ import (
 	"image"
 	"image/color"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // applyStd runs the pure-Go decode (image/jpeg) and the same resample and
@@ -52,7 +54,7 @@ func jpegScaleInputs(t testing.TB) []struct {
 			gray.Pix[i/3] = v
 		}
 	}
-	letterbox := func(w, h int) Spec { return Spec{Width: w, Height: h, Mode: Letterbox, DType: F32} }
+	letterbox := func(w, h int) Spec { return Spec{Width: w, Height: h, Mode: Letterbox, DType: dtype.F32} }
 	return []struct {
 		name string
 		data []byte
@@ -68,7 +70,7 @@ func jpegScaleInputs(t testing.TB) []struct {
 		{"gray-320x240-to-96-half", encodeJPEG(t, gray, 90), letterbox(96, 96), 2},
 		{"orient6-1280x720-to-320-quarter",
 			spliceAfterSOI(color420(1280, 720, 47), orientationAPP1(binary.BigEndian, 6)), letterbox(320, 320), 4},
-		{"stretch-800x600-to-300x200-half", color420(800, 600, 48), Spec{Width: 300, Height: 200, Mode: Stretch, DType: F32}, 2},
+		{"stretch-800x600-to-300x200-half", color420(800, 600, 48), Spec{Width: 300, Height: 200, Mode: Stretch, DType: dtype.F32}, 2},
 	}
 }
 
@@ -185,7 +187,7 @@ func TestJPEGOrientationScaled(t *testing.T) {
 			if o >= 5 {
 				w, h = h, w
 			}
-			spec := Spec{Width: w, Height: h, Mode: Stretch, DType: F32}
+			spec := Spec{Width: w, Height: h, Mode: Stretch, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).Apply(data, out)
 			if err != nil {

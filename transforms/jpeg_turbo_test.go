@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/dtype"
 	"warehouse-etl/transforms/jpegdec"
 )
 
@@ -60,7 +61,7 @@ func TestTurboJPEGErrors(t *testing.T) {
 			return b
 		}(),
 	}
-	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 32, Height: 32, Mode: Letterbox, DType: dtype.F16}
 	for name, data := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := mustTransformer(t, spec).Apply(data, make([]byte, spec.OutputBytes()))
@@ -155,7 +156,7 @@ func TestTurboJPEGVersionMatchesInstalled(t *testing.T) {
 // freed at the end of each decode).
 func TestApplyTurboJPEGDoesNotAllocate(t *testing.T) {
 	data := encodeJPEG(t, rgbToRGBA(gradientNoiseRGB(640, 360, 121, 12), 640, 360), 90)
-	spec := Spec{Width: 160, Height: 160, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 160, Height: 160, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	if _, err := tr.Apply(data, out); err != nil {

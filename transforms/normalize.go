@@ -1,6 +1,10 @@
 package transforms
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"warehouse-etl/dtype"
+)
 
 // normalizer turns 8-bit RGB into the output elements through one lookup
 // table per channel, built once from the Spec: no float arithmetic happens
@@ -8,7 +12,7 @@ import "encoding/binary"
 // the same way everywhere (see Spec.encodeValue). For U8 it only splits the
 // packed pixels into CHW planes.
 type normalizer struct {
-	dtype      DType
+	dtype      dtype.DType
 	width      int // target width in elements
 	planeBytes int // bytes of one channel plane
 	f32        [3][256]uint32
@@ -23,11 +27,11 @@ func newNormalizer(s Spec) normalizer {
 			n.f32[c][v], n.f16[c][v], _ = s.encodeValue(c, v)
 		}
 		switch s.DType {
-		case F32:
+		case dtype.F32:
 			binary.LittleEndian.PutUint32(n.pad[c][:], n.f32[c][s.Pad])
-		case F16:
+		case dtype.F16:
 			binary.LittleEndian.PutUint16(n.pad[c][:], n.f16[c][s.Pad])
-		case U8:
+		case dtype.U8:
 			n.pad[c][0] = s.Pad
 		}
 	}
@@ -39,7 +43,7 @@ func newNormalizer(s Spec) normalizer {
 func (n *normalizer) writeRow(out []byte, y, x0 int, rgb []byte) {
 	pixels := len(rgb) / 3
 	switch n.dtype {
-	case F32:
+	case dtype.F32:
 		off := (y*n.width + x0) * 4
 		r := out[off : off+4*pixels]
 		g := out[n.planeBytes+off : n.planeBytes+off+4*pixels]
@@ -50,7 +54,7 @@ func (n *normalizer) writeRow(out []byte, y, x0 int, rgb []byte) {
 			binary.LittleEndian.PutUint32(g[4*x:], n.f32[1][p[1]])
 			binary.LittleEndian.PutUint32(b[4*x:], n.f32[2][p[2]])
 		}
-	case F16:
+	case dtype.F16:
 		off := (y*n.width + x0) * 2
 		r := out[off : off+2*pixels]
 		g := out[n.planeBytes+off : n.planeBytes+off+2*pixels]
@@ -61,7 +65,7 @@ func (n *normalizer) writeRow(out []byte, y, x0 int, rgb []byte) {
 			binary.LittleEndian.PutUint16(g[2*x:], n.f16[1][p[1]])
 			binary.LittleEndian.PutUint16(b[2*x:], n.f16[2][p[2]])
 		}
-	case U8:
+	case dtype.U8:
 		off := y*n.width + x0
 		r := out[off : off+pixels]
 		g := out[n.planeBytes+off : n.planeBytes+off+pixels]

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/x448/float16"
+
+	"warehouse-etl/dtype"
 )
 
 // Bit patterns worked out by hand: v/255 for multiples of 51 is k/5.
@@ -28,7 +30,7 @@ func TestNormalizerKnownValues(t *testing.T) {
 		{204, 0x3F4CCCCD, 0x3A66},
 		{255, 0x3F800000, 0x3C00},
 	}
-	n := newNormalizer(Spec{Width: 1, Height: 1, Mode: Stretch, DType: F16})
+	n := newNormalizer(Spec{Width: 1, Height: 1, Mode: Stretch, DType: dtype.F16})
 	for _, tt := range tests {
 		for c := range 3 {
 			if n.f32[c][tt.v] != tt.f32 || n.f16[c][tt.v] != tt.f16 {
@@ -37,7 +39,7 @@ func TestNormalizerKnownValues(t *testing.T) {
 		}
 	}
 	// mean 0.5, std 0.5 maps 0 -> -1 and 255 -> 1 exactly.
-	m := newNormalizer(Spec{Width: 1, Height: 1, Mode: Stretch, DType: F16, Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}})
+	m := newNormalizer(Spec{Width: 1, Height: 1, Mode: Stretch, DType: dtype.F16, Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}})
 	if m.f32[0][0] != 0xBF800000 || m.f16[0][0] != 0xBC00 || m.f32[2][255] != 0x3F800000 || m.f16[2][255] != 0x3C00 {
 		t.Errorf("mean=std=0.5: got f32 %#x %#x f16 %#x %#x, want -1 and 1", m.f32[0][0], m.f32[2][255], m.f16[0][0], m.f16[2][255])
 	}
@@ -48,9 +50,9 @@ func TestNormalizerKnownValues(t *testing.T) {
 // even).
 func TestNormalizerAllValues(t *testing.T) {
 	specs := map[string]Spec{
-		"plain":    {Width: 1, Height: 1, Mode: Stretch, DType: F16},
-		"imagenet": {Width: 1, Height: 1, Mode: Stretch, DType: F16, Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225}},
-		"wide":     {Width: 1, Height: 1, Mode: Stretch, DType: F32, Mean: [3]float64{-3, 0, 7}, Std: [3]float64{1e-3, 3, 0.5}},
+		"plain":    {Width: 1, Height: 1, Mode: Stretch, DType: dtype.F16},
+		"imagenet": {Width: 1, Height: 1, Mode: Stretch, DType: dtype.F16, Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225}},
+		"wide":     {Width: 1, Height: 1, Mode: Stretch, DType: dtype.F32, Mean: [3]float64{-3, 0, 7}, Std: [3]float64{1e-3, 3, 0.5}},
 	}
 	for name, s := range specs {
 		n := newNormalizer(s)
@@ -99,8 +101,8 @@ func f32At(out []byte, w, h, c, y, x int) uint32 {
 func TestU8MatchesFloatOutputs(t *testing.T) {
 	for _, c := range goldenCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			outputs := map[DType][]byte{}
-			for _, d := range []DType{U8, F16, F32} {
+			outputs := map[dtype.DType][]byte{}
+			for _, d := range []dtype.DType{dtype.U8, dtype.F16, dtype.F32} {
 				s := c.spec
 				s.DType = d
 				out := make([]byte, s.OutputBytes())
@@ -109,7 +111,7 @@ func TestU8MatchesFloatOutputs(t *testing.T) {
 				}
 				outputs[d] = out
 			}
-			u8, f16, f32 := outputs[U8], outputs[F16], outputs[F32]
+			u8, f16, f32 := outputs[dtype.U8], outputs[dtype.F16], outputs[dtype.F32]
 			if len(u8) != 3*c.spec.Width*c.spec.Height {
 				t.Fatalf("U8 output is %d bytes, want %d", len(u8), 3*c.spec.Width*c.spec.Height)
 			}

@@ -7,6 +7,8 @@ import (
 	"image"
 	"image/color"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // exifAPP1 builds an APP1 segment by hand: Exif header, TIFF header in the
@@ -228,7 +230,7 @@ func TestApplyEXIFOrientation(t *testing.T) {
 				if w != wantW || h != wantH || format != "jpeg" {
 					t.Fatalf("DecodeConfig = %dx%d %s, want %dx%d jpeg", w, h, format, wantW, wantH)
 				}
-				spec := Spec{Width: wantW, Height: wantH, Mode: None, DType: F32}
+				spec := Spec{Width: wantW, Height: wantH, Mode: None, DType: dtype.F32}
 				out := make([]byte, spec.OutputBytes())
 				g, err := mustTransformer(t, spec).Apply(data, out)
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/dtype"
 	"warehouse-etl/internal/fuzzmem"
 )
 
@@ -285,14 +286,14 @@ func TestPNGFastPathDeclines(t *testing.T) {
 			}
 			if !tt.stdOK {
 				_, _, _, cfgErr := DecodeConfig(tt.data)
-				spec := Spec{Width: 8, Height: 8, Mode: Letterbox, DType: F16}
+				spec := Spec{Width: 8, Height: 8, Mode: Letterbox, DType: dtype.F16}
 				_, err := mustTransformer(t, spec).Apply(tt.data, make([]byte, spec.OutputBytes()))
 				if !errors.Is(err, ErrDecode) {
 					t.Fatalf("Apply = %v (DecodeConfig %v), want ErrDecode", err, cfgErr)
 				}
 				return
 			}
-			spec := Spec{Width: w, Height: h, Mode: None, DType: F32}
+			spec := Spec{Width: w, Height: h, Mode: None, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).Apply(tt.data, out)
 			if err != nil {
@@ -363,7 +364,7 @@ func TestAddBytesWraps(t *testing.T) {
 // A Transformer decodes fast-path PNGs without allocating.
 func TestApplyPNGDoesNotAllocate(t *testing.T) {
 	data := fastPNG(t, 320, 180, 4, []byte{filterAverage, filterPaeth, filterSub}, 6, 8192)
-	spec := Spec{Width: 160, Height: 160, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 160, Height: 160, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	if _, err := tr.Apply(data, out); err != nil {
@@ -496,11 +497,11 @@ func TestApplyPNGMatchesStdPixels(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, spec := range []Spec{
-			{Width: 24, Height: 24, Mode: Letterbox, DType: F16}, // both axes
-			{Width: 48, Height: 20, Mode: Stretch, DType: F32},   // vertical only
-			{Width: 30, Height: 32, Mode: Stretch, DType: F16},   // horizontal only
-			{Width: 48, Height: 32, Mode: None, DType: F32},      // neither
-			{Width: 96, Height: 96, Mode: Letterbox, DType: F16}, // upscale
+			{Width: 24, Height: 24, Mode: Letterbox, DType: dtype.F16},
+			{Width: 48, Height: 20, Mode: Stretch, DType: dtype.F32},
+			{Width: 30, Height: 32, Mode: Stretch, DType: dtype.F16},
+			{Width: 48, Height: 32, Mode: None, DType: dtype.F32},
+			{Width: 96, Height: 96, Mode: Letterbox, DType: dtype.F16},
 		} {
 			name := fmt.Sprintf("bpp%d %s %dx%d", bpp, spec.Mode, spec.Width, spec.Height)
 			tr := mustTransformer(t, spec)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // commonResample is one resampling pass of a common build: srcSize ->
@@ -33,7 +35,7 @@ func commonResamples(t testing.TB) []commonResample {
 	for _, s := range commonSources {
 		for _, src := range [][2]int{s, {s[1], s[0]}} {
 			for _, side := range commonTargets {
-				spec := Spec{Width: side, Height: side, Mode: Letterbox, DType: F32}
+				spec := Spec{Width: side, Height: side, Mode: Letterbox, DType: dtype.F32}
 				g, err := PlanGeometry(spec, src[0], src[1])
 				if err != nil {
 					t.Fatal(err)

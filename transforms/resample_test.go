@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/disintegration/imaging"
+
+	"warehouse-etl/dtype"
 )
 
 // Weights worked out by hand from n(u) = max(0, 2M - |(2u+1)D - (2v+1)S|).
@@ -112,7 +114,7 @@ func TestResampleHandComputed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := Spec{Width: tt.tw, Height: tt.th, Mode: Stretch, DType: F32}
+			spec := Spec{Width: tt.tw, Height: tt.th, Mode: Stretch, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).ApplyRGB(tt.src, tt.w, tt.h, 3*tt.w, out)
 			if err != nil {
@@ -134,7 +136,7 @@ func TestResampleFlatStaysFlat(t *testing.T) {
 			w, h := sz[0], sz[1]
 			px := []byte{v, 255 - v, v / 2} // flat per channel, distinct across channels
 			src := bytes.Repeat(px, w*h)
-			spec := Spec{Width: sz[2], Height: sz[3], Mode: Stretch, DType: F32}
+			spec := Spec{Width: sz[2], Height: sz[3], Mode: Stretch, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).ApplyRGB(src, w, h, 3*w, out)
 			if err != nil {
@@ -173,7 +175,7 @@ func TestResampleMatchesImaging(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(fmt.Sprintf("%dx%d->%dx%d", tt.w, tt.h, tt.tw, tt.th), func(t *testing.T) {
 			src := gradientNoiseRGB(tt.w, tt.h, uint64(i+1), tt.noise)
-			spec := Spec{Width: tt.tw, Height: tt.th, Mode: Stretch, DType: F32}
+			spec := Spec{Width: tt.tw, Height: tt.th, Mode: Stretch, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).ApplyRGB(src, tt.w, tt.h, 3*tt.w, out)
 			if err != nil {

@@ -5,58 +5,9 @@ import (
 	"math"
 
 	"github.com/x448/float16"
+
+	"warehouse-etl/dtype"
 )
-
-// DType is the element type of the output tensor. The numbering is the dtype
-// field of the TWH1 shard header, so it must never be renumbered.
-type DType uint8
-
-const (
-	F32 DType = 0 // IEEE 754 binary32, little-endian
-	F16 DType = 1 // IEEE 754 binary16, little-endian
-	// U8 is the resampled 8-bit pixel itself: normalization is not applied
-	// to the output but recorded for the reader (Spec.Mean, Spec.Std).
-	U8 DType = 2
-)
-
-// Size is the number of bytes of one element, or 0 for an unknown dtype.
-func (d DType) Size() int {
-	switch d {
-	case F32:
-		return 4
-	case F16:
-		return 2
-	case U8:
-		return 1
-	}
-	return 0
-}
-
-// String is the name used in configs: "f32", "f16" or "u8".
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case U8:
-		return "u8"
-	}
-	return fmt.Sprintf("dtype(%d)", uint8(d))
-}
-
-// ParseDType is the inverse of DType.String.
-func ParseDType(s string) (DType, error) {
-	switch s {
-	case "f32":
-		return F32, nil
-	case "f16":
-		return F16, nil
-	case "u8":
-		return U8, nil
-	}
-	return 0, fmt.Errorf("transforms: unknown dtype %q (want f32, f16 or u8)", s)
-}
 
 // ResizeMode says how a source image is brought to the target size.
 type ResizeMode string
@@ -84,10 +35,10 @@ const (
 // Spec is everything that decides the output bytes of a transform. Every
 // field belongs in the warehouse version key.
 type Spec struct {
-	Width, Height int        // target size in pixels
-	Mode          ResizeMode // letterbox, stretch or none
-	Pad           uint8      // letterbox fill in pixel units, all channels (0 = black)
-	DType         DType      // output element type
+	Width, Height int         // target size in pixels
+	Mode          ResizeMode  // letterbox, stretch or none
+	Pad           uint8       // letterbox fill in pixel units, all channels (0 = black)
+	DType         dtype.DType // output element type
 	// Mean and Std give the optional per-channel normalization
 	// (v/255 - Mean[c]) / Std[c], channels in R, G, B order. Std all zero
 	// means no normalization beyond v/255; Mean must then be zero too.
@@ -105,7 +56,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("transforms: unknown resize mode %q", s.Mode)
 	}
 	if s.DType.Size() == 0 {
-		return fmt.Errorf("transforms: unknown dtype %d", uint8(s.DType))
+		return fmt.Errorf("transforms: unknown dtype %d", uint32(s.DType))
 	}
 	for c := range 3 {
 		if math.IsNaN(s.Mean[c]) || math.IsInf(s.Mean[c], 0) {
@@ -131,7 +82,7 @@ func (s Spec) Validate() error {
 		for _, v := range [2]int{0, 255} {
 			if _, _, ok := s.encodeValue(c, v); !ok {
 				return fmt.Errorf("transforms: normalized value of %d in channel %d is %v, not finite in %v",
-					v, c, s.normalizedValue(c, v), s.DType)
+					v, c, s.normalizedValue(c, v), s.DType.ConfigName())
 			}
 		}
 	}
@@ -179,7 +130,7 @@ func (s Spec) encodeValue(c, v int) (f32 uint32, f16 uint16, ok bool) {
 	x := float32(s.normalizedValue(c, v))
 	h := float16.Fromfloat32(x)
 	ok = !math.IsInf(float64(x), 0) && !math.IsNaN(float64(x))
-	if s.DType == F16 {
+	if s.DType == dtype.F16 {
 		ok = h.IsFinite()
 	}
 	return math.Float32bits(x), h.Bits(), ok

@@ -4,44 +4,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
-func TestDType(t *testing.T) {
-	tests := []struct {
-		d    DType
-		size int
-		name string
-	}{
-		{F32, 4, "f32"},
-		{F16, 2, "f16"},
-		{U8, 1, "u8"},
-		{DType(3), 0, "dtype(3)"},
-	}
-	for _, tt := range tests {
-		if got := tt.d.Size(); got != tt.size {
-			t.Errorf("%d.Size() = %d, want %d", tt.d, got, tt.size)
-		}
-		if got := tt.d.String(); got != tt.name {
-			t.Errorf("%d.String() = %q, want %q", tt.d, got, tt.name)
-		}
-	}
-	// The numbering is the shard header's dtype field.
-	if F32 != 0 || F16 != 1 || U8 != 2 {
-		t.Errorf("F32, F16, U8 = %d, %d, %d; the shard header says 0, 1, 2", F32, F16, U8)
-	}
-	for _, s := range []string{"f32", "f16", "u8"} {
-		d, err := ParseDType(s)
-		if err != nil || d.String() != s {
-			t.Errorf("ParseDType(%q) = %v, %v", s, d, err)
-		}
-	}
-	if _, err := ParseDType("bf16"); err == nil {
-		t.Error("ParseDType(bf16) accepted")
-	}
-}
-
 func TestSpecValidate(t *testing.T) {
-	ok := Spec{Width: 384, Height: 384, Mode: Letterbox, DType: F16}
+	ok := Spec{Width: 384, Height: 384, Mode: Letterbox, DType: dtype.F16}
 	imagenet := ok
 	imagenet.Mean = [3]float64{0.485, 0.456, 0.406}
 	imagenet.Std = [3]float64{0.229, 0.224, 0.225}
@@ -57,7 +25,7 @@ func TestSpecValidate(t *testing.T) {
 	}{
 		{"defaults", ok, ""},
 		{"imagenet", imagenet, ""},
-		{"stretch f32", with(func(s *Spec) { s.Mode = Stretch; s.DType = F32 }), ""},
+		{"stretch f32", with(func(s *Spec) { s.Mode = Stretch; s.DType = dtype.F32 }), ""},
 		{"none 1x1", with(func(s *Spec) { s.Mode = None; s.Width, s.Height = 1, 1 }), ""},
 		{"max side", with(func(s *Spec) { s.Width, s.Height = MaxTargetSide, MaxTargetSide }), ""},
 		{"zero width", with(func(s *Spec) { s.Width = 0 }), "target size"},
@@ -74,8 +42,8 @@ func TestSpecValidate(t *testing.T) {
 		{"NaN mean", with(func(s *Spec) { s.Mean[1] = math.NaN(); s.Std = [3]float64{1, 1, 1} }), "not finite"},
 		// 1/1e-5 = 100000 > 65504, the largest finite f16.
 		{"f16 overflow", with(func(s *Spec) { s.Std = [3]float64{1e-5, 1, 1} }), "not finite in f16"},
-		{"same std fits f32", with(func(s *Spec) { s.Std = [3]float64{1e-5, 1, 1}; s.DType = F32 }), ""},
-		{"f32 overflow", with(func(s *Spec) { s.Std = [3]float64{1e-300, 1, 1}; s.DType = F32 }), "not finite in f32"},
+		{"same std fits f32", with(func(s *Spec) { s.Std = [3]float64{1e-5, 1, 1}; s.DType = dtype.F32 }), ""},
+		{"f32 overflow", with(func(s *Spec) { s.Std = [3]float64{1e-300, 1, 1}; s.DType = dtype.F32 }), "not finite in f32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,9 +66,9 @@ func TestOutputBytes(t *testing.T) {
 		spec Spec
 		want int
 	}{
-		{Spec{Width: 384, Height: 384, DType: F16}, 3 * 384 * 384 * 2},
-		{Spec{Width: 640, Height: 360, DType: F32}, 3 * 640 * 360 * 4},
-		{Spec{Width: 1, Height: 1, DType: F16}, 6},
+		{Spec{Width: 384, Height: 384, DType: dtype.F16}, 3 * 384 * 384 * 2},
+		{Spec{Width: 640, Height: 360, DType: dtype.F32}, 3 * 640 * 360 * 4},
+		{Spec{Width: 1, Height: 1, DType: dtype.F16}, 6},
 	}
 	for _, tt := range tests {
 		if got := tt.spec.OutputBytes(); got != tt.want {

@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
+
+	"warehouse-etl/dtype"
 )
 
 // noise is a splitmix64 generator: deterministic test noise.
@@ -260,7 +262,7 @@ func twoLevelNRGBA(w, h int, seed uint64) *image.NRGBA {
 // float32(v/255) for an integer v.
 func outputRGB(t testing.TB, out []byte, s Spec, g Geometry) []byte {
 	t.Helper()
-	if s.DType != F32 || s.Std != ([3]float64{}) {
+	if s.DType != dtype.F32 || s.Std != ([3]float64{}) {
 		t.Fatal("outputRGB needs an F32 spec without normalization")
 	}
 	plane := s.Width * s.Height

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"warehouse-etl/dtype"
 )
 
 // Tiny images through ApplyRGB with the whole output written out by hand:
@@ -45,26 +47,26 @@ func TestApplyRGBLayoutAndPadding(t *testing.T) {
 		want         []uint32 // elements in CHW order (f16 values in the low 16 bits)
 	}{
 		// 2x1 into 2x4: width limits, new 2x1, pad (4-1)/2 = 1 row on top, 2 below. Pad 255.
-		{"letterbox rows f16", Spec{Width: 2, Height: 4, Mode: Letterbox, Pad: 255, DType: F16}, pix, 2, 1, 6, []uint32{
+		{"letterbox rows f16", Spec{Width: 2, Height: 4, Mode: Letterbox, Pad: 255, DType: dtype.F16}, pix, 2, 1, 6, []uint32{
 			h255, h255, h0, h153, h255, h255, h255, h255, // R
 			h255, h255, h51, h204, h255, h255, h255, h255, // G
 			h255, h255, h102, h255, h255, h255, h255, h255, // B
 		}},
 		// 1x2 (p0 over p1) into 4x2: height limits, new 1x2, pad (4-1)/2 = 1 column left, 2 right. Pad 0.
-		{"letterbox columns f32", Spec{Width: 4, Height: 2, Mode: Letterbox, Pad: 0, DType: F32}, pix, 1, 2, 3, []uint32{
+		{"letterbox columns f32", Spec{Width: 4, Height: 2, Mode: Letterbox, Pad: 0, DType: dtype.F32}, pix, 1, 2, 3, []uint32{
 			s0, s0, s0, s0, s0, s153, s0, s0, // R
 			s0, s51, s0, s0, s0, s204, s0, s0, // G
 			s0, s102, s0, s0, s0, s255, s0, s0, // B
 		}},
 		// Row stride 8 with two garbage bytes per row, mode None.
-		{"stride f16", Spec{Width: 2, Height: 2, Mode: None, DType: F16},
+		{"stride f16", Spec{Width: 2, Height: 2, Mode: None, DType: dtype.F16},
 			slices.Concat(p0, p1, []byte{9, 9}, p1, p0, []byte{9, 9}), 2, 2, 8, []uint32{
 				h0, h153, h153, h0, // R
 				h51, h204, h204, h51, // G
 				h102, h255, h255, h102, // B
 			}},
 		// Pad 0 goes through the normalization: (0 - 0.5)/0.5 = -1; 255 -> 1, 51 -> -0.6.
-		{"normalized pad", Spec{Width: 1, Height: 3, Mode: Letterbox, Pad: 0, DType: F16,
+		{"normalized pad", Spec{Width: 1, Height: 3, Mode: Letterbox, Pad: 0, DType: dtype.F16,
 			Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}}, []byte{255, 255, 255}, 1, 1, 3, []uint32{
 			hm1, h255, hm1,
 			hm1, h255, hm1,
@@ -79,7 +81,7 @@ func TestApplyRGBLayoutAndPadding(t *testing.T) {
 			}
 			var want []byte
 			for _, v := range tt.want {
-				if tt.spec.DType == F16 {
+				if tt.spec.DType == dtype.F16 {
 					want = binary.LittleEndian.AppendUint16(want, uint16(v))
 				} else {
 					want = binary.LittleEndian.AppendUint32(want, v)
@@ -105,7 +107,7 @@ func TestApplyRGBIdentityIsExact(t *testing.T) {
 				copy(strided[y*stride:], src[3*w*y:3*w*(y+1)])
 			}
 			for _, mode := range []ResizeMode{Letterbox, Stretch, None} {
-				spec := Spec{Width: w, Height: h, Mode: mode, DType: F32}
+				spec := Spec{Width: w, Height: h, Mode: mode, DType: dtype.F32}
 				out := make([]byte, spec.OutputBytes())
 				g, err := mustTransformer(t, spec).ApplyRGB(strided, w, h, stride, out)
 				if err != nil {
@@ -126,11 +128,11 @@ func TestApplyWritesEveryByte(t *testing.T) {
 		spec Spec
 		w, h int
 	}{
-		{Spec{Width: 64, Height: 64, Mode: Letterbox, Pad: 114, DType: F16}, 100, 37},
-		{Spec{Width: 64, Height: 48, Mode: Letterbox, Pad: 3, DType: F32}, 20, 90},
-		{Spec{Width: 31, Height: 29, Mode: Stretch, DType: F16}, 100, 37},
-		{Spec{Width: 31, Height: 29, Mode: Letterbox, DType: F16}, 31, 5}, // no horizontal pass
-		{Spec{Width: 31, Height: 29, Mode: Letterbox, DType: F16}, 5, 29}, // no vertical pass
+		{Spec{Width: 64, Height: 64, Mode: Letterbox, Pad: 114, DType: dtype.F16}, 100, 37},
+		{Spec{Width: 64, Height: 48, Mode: Letterbox, Pad: 3, DType: dtype.F32}, 20, 90},
+		{Spec{Width: 31, Height: 29, Mode: Stretch, DType: dtype.F16}, 100, 37},
+		{Spec{Width: 31, Height: 29, Mode: Letterbox, DType: dtype.F16}, 31, 5}, // no horizontal pass
+		{Spec{Width: 31, Height: 29, Mode: Letterbox, DType: dtype.F16}, 5, 29}, // no vertical pass
 	}
 	for _, c := range cases {
 		src := gradientNoiseRGB(c.w, c.h, 7, 30)
@@ -149,7 +151,7 @@ func TestApplyWritesEveryByte(t *testing.T) {
 }
 
 func TestApplyRGBErrors(t *testing.T) {
-	spec := Spec{Width: 8, Height: 8, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 8, Height: 8, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	pix := make([]byte, 3*4*4)
@@ -185,7 +187,7 @@ func TestApplyRGBErrors(t *testing.T) {
 	if _, err := tr.ApplyRGB(make([]byte, 3*13+12), 4, 4, 13, out); err != nil {
 		t.Fatalf("minimal strided frame: %v", err)
 	}
-	none := mustTransformer(t, Spec{Width: 8, Height: 8, Mode: None, DType: F16})
+	none := mustTransformer(t, Spec{Width: 8, Height: 8, Mode: None, DType: dtype.F16})
 	if _, err := none.ApplyRGB(pix, 4, 4, 12, out); !errors.Is(err, ErrSizeMismatch) {
 		t.Fatalf("mode none with 4x4 into 8x8: %v, want ErrSizeMismatch", err)
 	}
@@ -193,7 +195,7 @@ func TestApplyRGBErrors(t *testing.T) {
 
 // After the first image of a size, resize + normalize allocates nothing.
 func TestApplyRGBDoesNotAllocate(t *testing.T) {
-	for _, dt := range []DType{F16, F32} {
+	for _, dt := range []dtype.DType{dtype.F16, dtype.F32} {
 		spec := Spec{Width: 96, Height: 96, Mode: Letterbox, Pad: 114, DType: dt}
 		tr := mustTransformer(t, spec)
 		out := make([]byte, spec.OutputBytes())
@@ -303,7 +305,7 @@ func TestApplyFormats(t *testing.T) {
 			if err != nil || w != in.w || h != in.h {
 				t.Fatalf("DecodeConfig = %dx%d, %v; want %dx%d", w, h, err, in.w, in.h)
 			}
-			spec := Spec{Width: in.w, Height: in.h, Mode: None, DType: F32}
+			spec := Spec{Width: in.w, Height: in.h, Mode: None, DType: dtype.F32}
 			out := make([]byte, spec.OutputBytes())
 			g, err := mustTransformer(t, spec).Apply(in.data, out)
 			if err != nil {
@@ -323,7 +325,7 @@ func TestApplyFormats(t *testing.T) {
 // one, after other sizes went through (weight cache), and on concurrent
 // Transformers.
 func TestDeterminism(t *testing.T) {
-	spec := Spec{Width: 48, Height: 40, Mode: Letterbox, Pad: 114, DType: F16,
+	spec := Spec{Width: 48, Height: 40, Mode: Letterbox, Pad: 114, DType: dtype.F16,
 		Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225}}
 	inputs := formatInputs(t)
 	run := func(tr *Transformer, data []byte) []byte {
@@ -386,7 +388,7 @@ func TestYCbCrRowsMatchConverted(t *testing.T) {
 		rgb := make([]byte, 3*w*h)
 		convertToRGB(rgb, w, m)
 		for _, size := range [][2]int{{40, 30}, {w, 30}, {40, h}, {w, h}, {200, 150}} {
-			spec := Spec{Width: size[0], Height: size[1], Mode: Stretch, DType: F16}
+			spec := Spec{Width: size[0], Height: size[1], Mode: Stretch, DType: dtype.F16}
 			g, err := PlanGeometry(spec, w, h)
 			if err != nil {
 				t.Fatal(err)
@@ -405,7 +407,7 @@ func TestYCbCrRowsMatchConverted(t *testing.T) {
 // Timings accumulate per step: Apply decodes, resizes and normalizes;
 // ApplyRGB has nothing to decode; a failed header adds only decode time.
 func TestTimingsAccumulate(t *testing.T) {
-	spec := Spec{Width: 64, Height: 64, Mode: Letterbox, DType: F16}
+	spec := Spec{Width: 64, Height: 64, Mode: Letterbox, DType: dtype.F16}
 	tr := mustTransformer(t, spec)
 	out := make([]byte, spec.OutputBytes())
 	if got := tr.Timings(); got != (Timings{}) {

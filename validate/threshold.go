@@ -194,3 +194,35 @@ func parseRatioLimit(v string) (*float64, error) {
 	}
 	return &r, nil
 }
+
+// Check evaluates t on c and splits the exceeded limits by action: failed
+// (action fail) stop a build and make Open refuse the warehouse, warned
+// (action warn) are only reported. Both keep Evaluate's order.
+func (t Thresholds) Check(c Counts) (failed, warned []Finding) {
+	for _, f := range t.Evaluate(c) {
+		if f.Action == ActionWarn {
+			warned = append(warned, f)
+		} else {
+			failed = append(failed, f)
+		}
+	}
+	return failed, warned
+}
+
+// ThresholdError is a validation summary over a limit with action fail: a
+// build publishes nothing (the CLI exits 3), Open refuses the warehouse.
+type ThresholdError struct {
+	Dir      string    // the warehouse Open refused; empty for a build
+	Findings []Finding // the failed findings
+}
+
+func (e *ThresholdError) Error() string {
+	msgs := make([]string, len(e.Findings))
+	for i, f := range e.Findings {
+		msgs[i] = f.String()
+	}
+	if e.Dir == "" {
+		return "validation failed: " + strings.Join(msgs, "; ")
+	}
+	return e.Dir + ": refusing a warehouse whose validation summary exceeds its thresholds: " + strings.Join(msgs, "; ")
+}

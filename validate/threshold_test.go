@@ -233,6 +233,43 @@ func jsonString(t *testing.T, v any) string {
 	return string(b)
 }
 
+// Check splits Evaluate's findings by action, each side in Evaluate's order,
+// and ThresholdError says who refused: a build, or Open of a directory.
+func TestCheck(t *testing.T) {
+	c := Counts{Total: 40, Invalid: 5, MissingImage: 3, Empty: 10, NonEmpty: 30}
+	th := Thresholds{
+		Invalid: Limit{MaxCount: count(1), Action: ActionWarn},
+		Missing: Limit{MaxCount: count(2), MaxRatio: ratio(0.05)},
+		Empty:   Limit{MaxRatio: ratio(0.2), Action: ActionWarn},
+	}
+	failed, warned := th.Check(c)
+	names := func(fs []Finding) (out []string) {
+		for _, f := range fs {
+			out = append(out, f.Threshold)
+		}
+		return out
+	}
+	if got := names(failed); !reflect.DeepEqual(got, []string{"missing.max_count", "missing.max_ratio"}) {
+		t.Errorf("failed %v", got)
+	}
+	if got := names(warned); !reflect.DeepEqual(got, []string{"invalid.max_count", "empty.max_ratio"}) {
+		t.Errorf("warned %v", got)
+	}
+	if f, w := (Thresholds{}).Check(c); f != nil || w != nil {
+		t.Errorf("no limits: %v %v", f, w)
+	}
+	e := &ThresholdError{Findings: failed}
+	const findings = "threshold missing.max_count exceeded: 3 (3 of 40 samples) > limit 2 (action fail); " +
+		"threshold missing.max_ratio exceeded: 0.075 (3 of 40 samples) > limit 0.05 (action fail)"
+	if got, want := e.Error(), "validation failed: "+findings; got != want {
+		t.Errorf("build: %q\nwant %q", got, want)
+	}
+	e.Dir = "/w/v1"
+	if got, want := e.Error(), "/w/v1: refusing a warehouse whose validation summary exceeds its thresholds: "+findings; got != want {
+		t.Errorf("open: %q\nwant %q", got, want)
+	}
+}
+
 func TestLimitDescribe(t *testing.T) {
 	for _, c := range []struct {
 		l    Limit

@@ -29,6 +29,7 @@ import (
 
 	"warehouse-etl/analytics"
 	"warehouse-etl/analytics/records"
+	"warehouse-etl/internal/lockfile"
 	"warehouse-etl/warehouse"
 )
 
@@ -55,8 +56,8 @@ type Viewer struct {
 	r        *warehouse.Reader
 	version  *os.Root // the version directory
 	samples  *os.File
-	lock     *os.File
-	data     *os.Root // the dataset root; nil when unknown
+	lock     *lockfile.Lock // nil when the root is not ours to lock
+	data     *os.Root       // the dataset root; nil when unknown
 	dataPath string
 	log      *slog.Logger
 
@@ -97,7 +98,8 @@ func Open(path string, opts Options) (*Viewer, error) {
 			v.Close()
 		}
 	}()
-	// The lock first: from here on gc leaves the version alone.
+	// The lock first: from here on gc leaves the version alone (Open
+	// takes it too, for its reader; this one covers the whole serve).
 	if v.lock, err = warehouse.LockForReading(dir); err != nil {
 		return nil, err
 	}
@@ -172,7 +174,10 @@ func (v *Viewer) Close() error {
 	if v.r != nil {
 		errs = append(errs, v.r.Close())
 	}
-	for _, c := range []io.Closer{v.samples, v.version, v.data, v.lock} {
+	if v.lock != nil {
+		v.lock.Release()
+	}
+	for _, c := range []io.Closer{v.samples, v.version, v.data} {
 		if c != nil && !isNilFile(c) {
 			errs = append(errs, c.Close())
 		}

@@ -21,6 +21,7 @@ import (
 	"warehouse-etl/pipeline"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // buildConfig builds configs/<name>.jsonc with absolute paths and an
@@ -168,9 +169,9 @@ func (g *genSource) Scan(ctx context.Context, fn func(*sources.Sample) error) er
 	}
 	return nil
 }
-func (g *genSource) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (g *genSource) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	for i := range g.n {
-		if err := fn(sources.FileInfo{Path: fmt.Sprintf("frames/%07d.png", i), Size: int64(len(g.png)), MtimeNs: 1}); err != nil {
+		if err := fn(warehouse.FileEntry{Path: fmt.Sprintf("frames/%07d.png", i), Size: int64(len(g.png)), MtimeNs: 1}); err != nil {
 			return err
 		}
 	}
@@ -180,10 +181,10 @@ func (g *genSource) ReadImage(*sources.Sample) (sources.Image, error) {
 	return sources.Image{Encoded: g.png}, nil
 }
 func (g *genSource) Extras() []sources.ExtraSpec { return nil }
-func (g *genSource) Entries() []sources.SourceEntry {
-	var out []sources.SourceEntry
+func (g *genSource) Entries() []warehouse.SourceEntry {
+	var out []warehouse.SourceEntry
 	for r := range (g.n + 999) / 1000 {
-		out = append(out, sources.SourceEntry{Index: r, Name: fmt.Sprintf("run_%03d", r)})
+		out = append(out, warehouse.SourceEntry{Index: r, Name: fmt.Sprintf("run_%03d", r)})
 	}
 	return out
 }

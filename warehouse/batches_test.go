@@ -1,4 +1,4 @@
-package warehouse
+package warehouse_test
 
 import (
 	"bytes"
@@ -15,54 +15,9 @@ import (
 	"github.com/x448/float16"
 
 	"warehouse-etl/shard"
+	. "warehouse-etl/warehouse"
+	"warehouse-etl/warehouse/warehousetest"
 )
-
-// The stream is SplitMix64; these are the published outputs of the
-// reference implementation (Vigna, splitmix64.c) for two seeds.
-func TestOrderStreamIsSplitMix64(t *testing.T) {
-	tests := []struct {
-		seed uint64
-		want []uint64
-	}{
-		{1234567, []uint64{6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431, 16408922859458223821}},
-		{1477776061723855037, []uint64{1985237415132408290, 2979275885539914483, 13511426838097143398, 8488337342461049707, 15141737807933549159}},
-	}
-	for _, tt := range tests {
-		s := orderStream{state: tt.seed}
-		for i, want := range tt.want {
-			if got := s.next(); got != want {
-				t.Fatalf("seed %d output %d: %d, want %d", tt.seed, i, got, want)
-			}
-		}
-	}
-}
-
-func TestBelowIsUniformAndInRange(t *testing.T) {
-	// Fisher-Yates over 4 elements must give each of the 24 permutations
-	// about equally often. The stream is deterministic, so the bounds are
-	// not flaky: they are loose enough for any fair generator.
-	counts := map[string]int{}
-	const epochs = 24000
-	for e := range epochs {
-		counts[fmt.Sprint(EpochOrder(4, nil, ShuffleGlobal, 7, e))]++
-	}
-	if len(counts) != 24 {
-		t.Fatalf("%d distinct permutations of 4, want 24", len(counts))
-	}
-	for p, n := range counts {
-		if n < 850 || n > 1150 {
-			t.Errorf("permutation %s seen %d times of %d, want about 1000", p, n, epochs)
-		}
-	}
-	s := newOrderStream(1, 1)
-	for _, n := range []uint64{1, 2, 3, 1<<63 + 1, ^uint64(0)} {
-		for range 100 {
-			if v := s.below(n); v >= n {
-				t.Fatalf("below(%d) = %d", n, v)
-			}
-		}
-	}
-}
 
 func TestEpochOrder(t *testing.T) {
 	starts := []int{0, 4, 8}
@@ -204,12 +159,12 @@ func TestParseShuffleAndRemainder(t *testing.T) {
 }
 
 func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
-	for _, spec := range []fixtureSpec{
-		defaultSpec(),
-		{dtype: shard.F32, width: 5, height: 3, maxBoxes: 2, extras: [][]int{{3}}, shardSizes: []int{3, 3, 2}},
+	for _, spec := range []warehousetest.Spec{
+		warehousetest.DefaultSpec(),
+		{DType: shard.F32, Width: 5, Height: 3, MaxBoxes: 2, Extras: [][]int{{3}}, ShardSizes: []int{3, 3, 2}},
 	} {
-		fx := writeFixture(t, spec)
-		r, err := Open(fx.dir, OpenOptions{})
+		fx := warehousetest.Write(t, spec)
+		r, err := Open(fx.Dir, OpenOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +176,7 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 			epoch   int
 		}{{ShuffleGlobal, 2}, {ShuffleNone, 2}, {ShuffleShards, 2}, {ShuffleShards, 3}, {ShuffleNone, 3}} {
 			opts := BatchOptions{BatchSize: 3, Seed: 5, Epoch: tc.epoch, Rank: 1, WorldSize: 2, Shuffle: tc.shuffle, Remainder: PadRemainder, Prefetch: 2, Workers: 2}
-			checkBatches(t, r, fx.layout, opts)
+			checkBatches(t, r, fx.Layout, opts)
 		}
 		r.Close()
 	}
@@ -259,7 +214,7 @@ func checkBatches(t *testing.T, r *Reader, l shard.Layout, opts BatchOptions) {
 			}
 			for j, i := range b.Indices {
 				img := int(l.ImageBytes())
-				if !bytes.Equal(b.Images[j*img:(j+1)*img], wantImageBytes(l, i)) {
+				if !bytes.Equal(b.Images[j*img:(j+1)*img], warehousetest.WantImageBytes(l, i)) {
 					t.Fatalf("batch %d row %d (sample %d): image differs", n, j, i)
 				}
 				s, _ := r.Sample(i)
@@ -267,14 +222,14 @@ func checkBatches(t *testing.T, r *Reader, l shard.Layout, opts BatchOptions) {
 				if !bytes.Equal(slot.Boxes, s.BoxesRaw()) || !bytes.Equal(slot.Mask, s.MaskRaw()) {
 					t.Fatalf("sample %d: boxes or mask differ", i)
 				}
-				classes := wantClasses(i, l.MaxBoxes)
+				classes := warehousetest.WantClasses(i, l.MaxBoxes)
 				for len(classes) < l.MaxBoxes {
 					classes = append(classes, -1)
 				}
-				if !slices.Equal(slot.ClassIndex, classes) || int(*slot.BoxCount) != len(wantBoxes(i, l.MaxBoxes)) || *slot.Meta != wantMeta(i) {
+				if !slices.Equal(slot.ClassIndex, classes) || int(*slot.BoxCount) != len(warehousetest.WantBoxes(i, l.MaxBoxes)) || *slot.Meta != warehousetest.WantMeta(i) {
 					t.Fatalf("sample %d: class %v count %d meta %+v", i, slot.ClassIndex, *slot.BoxCount, *slot.Meta)
 				}
-				if !slices.Equal(slot.Extras, wantExtras(i, l.ExtraF32)) {
+				if !slices.Equal(slot.Extras, warehousetest.WantExtras(i, l.ExtraF32)) {
 					t.Fatalf("sample %d: extras %v", i, slot.Extras)
 				}
 				// Typed views agree with the closed form.
@@ -286,17 +241,17 @@ func checkBatches(t *testing.T, r *Reader, l shard.Layout, opts BatchOptions) {
 					} else {
 						v = b.ImagesF32()[j*per+k]
 					}
-					if v != wantImageValue(i, k) {
-						t.Fatalf("sample %d element %d: %v, want %v", i, k, v, wantImageValue(i, k))
+					if v != warehousetest.WantImageValue(i, k) {
+						t.Fatalf("sample %d element %d: %v, want %v", i, k, v, warehousetest.WantImageValue(i, k))
 					}
 				}
 				boxes := b.BoxesF32()[j*l.MaxBoxes*4:]
-				for bi, box := range wantBoxes(i, l.MaxBoxes) {
+				for bi, box := range warehousetest.WantBoxes(i, l.MaxBoxes) {
 					if [4]float32(boxes[bi*4:bi*4+4]) != box {
 						t.Fatalf("BoxesF32 sample %d box %d: %v, want %v", i, bi, boxes[bi*4:bi*4+4], box)
 					}
 				}
-				if m := b.MaskF32()[j*l.MaxBoxes:]; l.MaxBoxes > 0 && (m[0] == 1) != (len(wantBoxes(i, l.MaxBoxes)) > 0) {
+				if m := b.MaskF32()[j*l.MaxBoxes:]; l.MaxBoxes > 0 && (m[0] == 1) != (len(warehousetest.WantBoxes(i, l.MaxBoxes)) > 0) {
 					t.Fatalf("MaskF32 sample %d: %v", i, m[:l.MaxBoxes])
 				}
 			}
@@ -395,12 +350,12 @@ func TestBatchIteratorErrorsAndCancel(t *testing.T) {
 // into one buffer), the reference the read path is measured against:
 // compare MB/s (cat counts every shard byte, the others the image bytes).
 func BenchmarkBatches(b *testing.B) {
-	fx := writeFixture(b, fixtureSpec{dtype: shard.F16, width: 256, height: 256, maxBoxes: 16, shardSizes: []int{32, 32, 32, 32}})
+	fx := warehousetest.Write(b, warehousetest.Spec{DType: shard.F16, Width: 256, Height: 256, MaxBoxes: 16, ShardSizes: []int{32, 32, 32, 32}})
 	b.Run("cat", func(b *testing.B) {
 		buf := make([]byte, 128<<10)
 		var total int64
 		for k := range 4 {
-			fi, err := os.Stat(fx.shardPath(k))
+			fi, err := os.Stat(fx.ShardPath(k))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -409,7 +364,7 @@ func BenchmarkBatches(b *testing.B) {
 		b.SetBytes(total)
 		for b.Loop() {
 			for k := range 4 {
-				f, err := os.Open(fx.shardPath(k))
+				f, err := os.Open(fx.ShardPath(k))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -444,8 +399,8 @@ func BenchmarkBatches(b *testing.B) {
 
 // benchmarkBatches reads every batch of one epoch per iteration from one
 // Reader.
-func benchmarkBatches(b *testing.B, fx *fixture, mode Shuffle, open OpenOptions) {
-	r, err := Open(fx.dir, open)
+func benchmarkBatches(b *testing.B, fx *warehousetest.Fixture, mode Shuffle, open OpenOptions) {
+	r, err := Open(fx.Dir, open)
 	if err != nil {
 		b.Fatal(err)
 	}

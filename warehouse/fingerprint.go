@@ -12,12 +12,18 @@ import (
 	"os"
 )
 
-// FileEntry is one input file in the source fingerprint.
+// FileEntry is one input file in the source fingerprint (one line of
+// fingerprint.jsonl): what a source's Fingerprint reports for every file
+// its scan reads.
 type FileEntry struct {
-	Path    string `json:"path"`
+	Path    string `json:"path"` // relative to the dataset root, slash-separated
 	Size    int64  `json:"size"`
 	MtimeNs int64  `json:"mtime_ns"`
-	SHA256  string `json:"sha256,omitempty"` // content digest, for dataset description files only
+	// SHA256 is the hex digest of the file's content, for the files that
+	// describe a whole dataset (a COCO annotations file, a YOLO data.yaml):
+	// an edit that keeps size and mtime still makes the version stale.
+	// Empty for everything else.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // FingerprintName is the listing's file name inside a version directory.

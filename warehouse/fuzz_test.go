@@ -1,52 +1,19 @@
-package warehouse
+package warehouse_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"testing/fstest"
 
 	"warehouse-etl/internal/fuzzmem"
-	"warehouse-etl/shard"
+	"warehouse-etl/validate"
+	"warehouse-etl/verify"
+	. "warehouse-etl/warehouse"
+	"warehouse-etl/warehouse/warehousetest"
 )
-
-// memFiles is a version's shard files in memory, for FuzzOpen: the same
-// checks as dirFiles (checkShardInfo, shard.Parse, the sha256) on bytes
-// instead of a directory and a mapping.
-type memFiles struct{ fsys fstest.MapFS }
-
-func (m memFiles) stat(path string, e *Shard) error {
-	fi, err := fs.Stat(m.fsys, e.RelativePath)
-	return checkShardInfo(path, e, fi, err)
-}
-
-func (m memFiles) checkSHA256(path string, e *Shard) error {
-	sum := sha256.Sum256(m.fsys[e.RelativePath].Data)
-	if got := hex.EncodeToString(sum[:]); got != e.ChecksumSHA256 {
-		return errors.New(path + ": sha256 " + got + ", the manifest says " + e.ChecksumSHA256)
-	}
-	return nil
-}
-
-func (m memFiles) open(path string, e *Shard) (shardFile, *shard.Reader, error) {
-	b := m.fsys[e.RelativePath].Data
-	sr, err := shard.Parse(b)
-	if err != nil {
-		return nil, nil, errors.Join(errors.New(path), err)
-	}
-	return nopCloser{bytes.NewReader(b)}, sr, nil
-}
-
-type nopCloser struct{ *bytes.Reader }
-
-func (nopCloser) Close() error { return nil }
 
 // fuzzOpenBound is the most one FuzzOpen input may make the reader
 // allocate: the parsed manifest and the one-sample batch are bounded by
@@ -58,11 +25,11 @@ func fuzzOpenBound(manifest, shardBytes []byte) uint64 {
 
 // FuzzOpen feeds an arbitrary manifest and shard pair (the shard is the
 // file shards/shard-00000.twh, where the seed manifests put it) to the
-// reader behind Open (newReader: thresholds, layout, shard entries and
+// reader behind Open (NewMemReader, newReader: thresholds, layout, shard entries and
 // sizes), then every Sample, ReadSampleInto and ReadRunInto, which open the
-// shard through shard.Parse and checkShardHeader and check each sample's
+// shard through shard.Parse and CheckShardHeader and check each sample's
 // CRC-32C. Nothing may panic; whatever the reader accepts must have the
-// sizes the layout promises. It runs from memory (memFiles): the directory,
+// sizes the layout promises. It runs from memory (NewMemReader): the directory,
 // locking and mapping parts of Open are the only ones left out, and
 // TestOpenMatchesFuzzPath checks that Open on the seeds written to disk
 // agrees. The seeds in testdata/fuzz/FuzzOpen are a valid one-shard
@@ -78,12 +45,12 @@ func FuzzOpen(f *testing.F) {
 
 // fuzzOpenFixture is a valid one-shard warehouse's manifest and shard.
 func fuzzOpenFixture(t testing.TB) (manifest, shardBytes []byte) {
-	fx := writeFixture(t, fixtureSpec{dtype: 1, width: 2, height: 2, maxBoxes: 2, shardSizes: []int{2}})
-	manifest, err := os.ReadFile(filepath.Join(fx.dir, ManifestName))
+	fx := warehousetest.Write(t, warehousetest.Spec{DType: 1, Width: 2, Height: 2, MaxBoxes: 2, ShardSizes: []int{2}})
+	manifest, err := os.ReadFile(filepath.Join(fx.Dir, ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	shardBytes, err = os.ReadFile(fx.shardPath(0))
+	shardBytes, err = os.ReadFile(fx.ShardPath(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +64,11 @@ func fuzzOpen(t *testing.T, manifest, shardBytes []byte) (samples int, err error
 	if err != nil {
 		return 0, err
 	}
-	files := memFiles{fstest.MapFS{"shards/shard-00000.twh": {Data: shardBytes}}}
+	files := fstest.MapFS{"shards/shard-00000.twh": {Data: shardBytes}}
 	opts := OpenOptions{IgnoreThresholds: true, VerifyChecksums: len(manifest)%2 == 0}
-	r, err := newReader("fuzz", m, opts, slog.New(slog.DiscardHandler), files)
+	r, err := NewMemReader("fuzz", m, opts, files)
 	if err != nil {
-		var te *ThresholdError
+		var te *validate.ThresholdError
 		if errors.As(err, &te) {
 			t.Fatalf("thresholds were to be ignored: %v", err)
 		}
@@ -121,7 +88,7 @@ func fuzzOpen(t *testing.T, manifest, shardBytes []byte) (samples int, err error
 		}
 		_, _, _, _ = s.Boxes(), s.Mask(), s.ClassIndex(), s.Meta()
 		if batch == nil {
-			batch = newBatch(l, 1)
+			batch = NewBatch(l, 1)
 		}
 		if err := r.ReadSampleInto(i, batch.Slot(0)); err != nil {
 			t.Fatalf("ReadSampleInto after Sample succeeded: %v", err)
@@ -136,7 +103,7 @@ func fuzzOpen(t *testing.T, manifest, shardBytes []byte) (samples int, err error
 
 // TestOpenMatchesFuzzPath writes each FuzzOpen seed to a directory and
 // checks that Open, from disk, accepts exactly the seeds the in-memory
-// fuzz path accepts, with the same samples readable, and that Verify
+// fuzz path accepts, with the same samples readable, and that verify.Check
 // reports findings rather than failing: the seam leaves nothing out that
 // decides what a reader accepts.
 func TestOpenMatchesFuzzPath(t *testing.T) {
@@ -164,7 +131,7 @@ func TestOpenMatchesFuzzPath(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "shards", "shard-00000.twh"), s[1], 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Verify(context.Background(), dir, VerifyOptions{Full: true, Workers: 1}); err != nil {
+		if _, err := verify.Check(context.Background(), dir, verify.Options{Full: true, Workers: 1}); err != nil {
 			t.Fatalf("seed %d: Verify failed instead of reporting findings: %v", i, err)
 		}
 		r, err := Open(dir, OpenOptions{IgnoreThresholds: true, VerifyChecksums: len(s[0])%2 == 0})

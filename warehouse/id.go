@@ -1,8 +1,11 @@
-// Package warehouse owns the versioned warehouse root: the version key and
-// its recipe, the manifest, the source fingerprint, and the atomic publish of
-// a finished version.
+// Package warehouse is the version format and the read API: the version
+// key and its recipe, the manifest, the source fingerprint, and Open,
+// Reader and Batches, which training reads a version with. What changes an
+// output root (publishing a version, its locks, "latest", cleanup and GC)
+// is package outputroot; checking a version is package verify.
 //
-// A warehouse root looks like this:
+// A warehouse root looks like this (outputroot's package comment lists the
+// entries builds and GC add):
 //
 //	<output_root>/
 //	  latest -> v<16 hex>           symlink, replaced atomically by each publish
@@ -12,7 +15,8 @@
 //	    samples.jsonl               one line per input sample, kept or not
 //	    fingerprint.jsonl           every input file's path, size and mtime
 //	    build_report.json           timings and throughput (not deterministic)
-//	  .v<16 hex>.lock               flock held while a build of that version runs
+//	  .v<16 hex>.readers            flock held shared by every reader of that version (LockForReading)
+//	  .v<16 hex>.lock               flock held while a build of that version runs (outputroot)
 //	  .v<16 hex>.tmp-*              a build in progress (or a crashed one, removed by the next build)
 package warehouse
 

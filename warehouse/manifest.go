@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/validate"
 )
 
@@ -89,7 +90,10 @@ type Class struct {
 }
 
 // SourceEntry is one run or episode: summary.runs and the shards' meta
-// source_index refer to Index.
+// source_index refer to Index. A source describes the runs or episodes it
+// scanned with it (its name as in the summary, plus free-form attributes:
+// an episode's task text, embodiment, fps, ...), for the manifest and the
+// analytics export.
 type SourceEntry struct {
 	Index      int               `json:"index"`
 	Name       string            `json:"name"`
@@ -200,36 +204,45 @@ func ManifestDigest(raw []byte) []byte {
 	return []byte(hex.EncodeToString(sum[:]) + "  " + ManifestName + "\n")
 }
 
-// digestProblem is what checkManifestDigest found wrong: File is the file
-// to blame (relative to the version directory), Err the detail.
-type digestProblem struct {
+// DigestError is what CheckManifestDigest or MissingDigest found wrong
+// with the manifest of the version directory Dir: File is the file to
+// blame (relative to Dir: manifest.json or manifest.json.sha256), Err the
+// detail. It wraps ErrManifest.
+type DigestError struct {
+	Dir  string
 	File string
 	Err  error
 }
 
-// checkManifestDigest compares dir/manifest.json.sha256 with the manifest
+func (e *DigestError) Error() string {
+	return fmt.Sprintf("%s: %v: %v", filepath.Join(e.Dir, e.File), ErrManifest, e.Err)
+}
+
+func (e *DigestError) Unwrap() error { return ErrManifest }
+
+// CheckManifestDigest compares dir/manifest.json.sha256 with the manifest
 // bytes raw. sealed says whether the digest exists; a missing digest is no
 // problem here (a manifest from before digests), the caller decides once
-// it has parsed the manifest (requireSeal).
-func checkManifestDigest(dir string, raw []byte) (sealed bool, p *digestProblem) {
+// it has parsed the manifest (MissingDigest).
+func CheckManifestDigest(dir string, raw []byte) (sealed bool, p *DigestError) {
 	f, err := os.Open(filepath.Join(dir, ManifestDigestName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, &digestProblem{ManifestDigestName, err}
+		return false, &DigestError{dir, ManifestDigestName, err}
 	}
 	defer f.Close()
 	want := ManifestDigest(raw)
 	got, err := io.ReadAll(io.LimitReader(f, int64(len(want))+1))
 	if err != nil {
-		return true, &digestProblem{ManifestDigestName, err}
+		return true, &DigestError{dir, ManifestDigestName, err}
 	}
 	if !wellFormedDigest(got) {
-		return true, &digestProblem{ManifestDigestName, fmt.Errorf("%q is not \"<64 lowercase hex digits>  %s\\n\"", trimForMessage(got), ManifestName)}
+		return true, &DigestError{dir, ManifestDigestName, fmt.Errorf("%q is not \"<64 lowercase hex digits>  %s\\n\"", trimForMessage(got), ManifestName)}
 	}
 	if !bytes.Equal(got, want) {
-		return true, &digestProblem{ManifestName, fmt.Errorf("sha256 %s, but %s records %s: the manifest or its digest is damaged",
+		return true, &DigestError{dir, ManifestName, fmt.Errorf("sha256 %s, but %s records %s: the manifest or its digest is damaged",
 			want[:sha256.Size*2], ManifestDigestName, got[:sha256.Size*2])}
 	}
 	return true, nil
@@ -258,19 +271,20 @@ func trimForMessage(b []byte) string {
 	return string(b)
 }
 
-// requireSeal is the problem with a parsed manifest that has no digest
-// beside it: one that records file checksums was written with a digest,
-// so its absence is damage; an older manifest needs none.
-func requireSeal(m *Manifest, sealed bool) *digestProblem {
+// MissingDigest is the problem with a parsed manifest of dir that has no
+// digest beside it (sealed false): one that records file checksums was
+// written with a digest, so its absence is damage; an older manifest needs
+// none.
+func MissingDigest(dir string, m *Manifest, sealed bool) *DigestError {
 	if sealed || m.Files.Checksums == nil {
 		return nil
 	}
-	return &digestProblem{ManifestDigestName, fmt.Errorf("missing: the manifest records file checksums, so it was published with a digest")}
+	return &DigestError{dir, ManifestDigestName, fmt.Errorf("missing: the manifest records file checksums, so it was published with a digest")}
 }
 
-// readManifestBytes reads dir/manifest.json, at most MaxManifestBytes+1
+// ReadManifestBytes reads dir/manifest.json, at most MaxManifestBytes+1
 // bytes (ParseManifest refuses more).
-func readManifestBytes(dir string) ([]byte, error) {
+func ReadManifestBytes(dir string) ([]byte, error) {
 	name := filepath.Join(dir, ManifestName)
 	f, err := os.Open(name)
 	if err != nil {
@@ -289,58 +303,37 @@ func readManifestBytes(dir string) ([]byte, error) {
 // checksums, which every build since digests existed does), then as
 // ParseManifest does. Errors wrap ErrManifest and name the file to blame.
 func ReadManifest(dir string) (*Manifest, error) {
-	raw, err := readManifestBytes(dir)
+	raw, err := ReadManifestBytes(dir)
 	if err != nil {
 		return nil, err
 	}
-	sealed, p := checkManifestDigest(dir, raw)
+	sealed, p := CheckManifestDigest(dir, raw)
 	if p != nil {
-		return nil, p.error(dir)
+		return nil, p
 	}
 	name := filepath.Join(dir, ManifestName)
 	m, err := ParseManifest(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if p := requireSeal(m, sealed); p != nil {
-		return nil, p.error(dir)
+	if p := MissingDigest(dir, m, sealed); p != nil {
+		return nil, p
 	}
 	return m, nil
-}
-
-func (p *digestProblem) error(dir string) error {
-	return fmt.Errorf("%s: %w: %v", filepath.Join(dir, p.File), ErrManifest, p.Err)
 }
 
 // WriteManifest publishes raw (Manifest.Encode's bytes) as dir/manifest.json
 // with its digest: manifest.json.sha256 first, then the manifest, each
 // fsynced. A build calls it last, inside its temporary directory, which
-// Build.Commit then makes durable and renames into place whole, so no
+// outputroot.VersionLock.Publish then makes durable and renames into place whole, so no
 // reader sees one file without the other. (Outside a build, a crash
 // between the two writes leaves a digest that disagrees with the
 // manifest: verify reports it, nothing trusts it.)
 func WriteManifest(dir string, raw []byte) error {
-	if err := WriteFileSync(filepath.Join(dir, ManifestDigestName), ManifestDigest(raw)); err != nil {
+	if err := atomicfile.WriteSynced(filepath.Join(dir, ManifestDigestName), ManifestDigest(raw)); err != nil {
 		return err
 	}
-	return WriteFileSync(filepath.Join(dir, ManifestName), raw)
-}
-
-// WriteFileSync creates (or truncates) path with data and fsyncs it.
-func WriteFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	return f.Close()
+	return atomicfile.WriteSynced(filepath.Join(dir, ManifestName), raw)
 }
 
 // ParseManifest decodes and checks manifest bytes: size, format version,
@@ -517,15 +510,29 @@ func FileSHA256(ctx context.Context, p string) (FileChecksum, error) {
 		return FileChecksum{}, err
 	}
 	defer f.Close()
-	return checksumReader(ctx, f)
+	return ReaderSHA256(ctx, f)
 }
 
-// checksumReader is the size and hex sha256 of everything r yields.
-func checksumReader(ctx context.Context, r io.Reader) (FileChecksum, error) {
+// ReaderSHA256 is the size and hex sha256 of everything r yields,
+// stopping early when ctx ends.
+func ReaderSHA256(ctx context.Context, r io.Reader) (FileChecksum, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, ctxReader{ctx, r})
 	if err != nil {
 		return FileChecksum{}, err
 	}
 	return FileChecksum{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// ctxReader stops a long read when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"warehouse-etl/internal/lockfile"
 	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
@@ -55,24 +56,6 @@ type OpenOptions struct {
 	RecheckSamples bool
 }
 
-// ThresholdError is Open's refusal of a warehouse whose validation summary
-// exceeds a limit with action fail.
-type ThresholdError struct {
-	Dir      string
-	Findings []validate.Finding
-}
-
-func (e *ThresholdError) Error() string {
-	msg := fmt.Sprintf("%s: refusing a warehouse whose validation summary exceeds its thresholds:", e.Dir)
-	for i, f := range e.Findings {
-		if i > 0 {
-			msg += ";"
-		}
-		msg += " " + f.String()
-	}
-	return msg
-}
-
 // Reader is an open warehouse version: the manifest, checked, and its
 // shards, mapped on first use. It is safe for concurrent use by multiple
 // goroutines, except Close, which must come after every other call has
@@ -93,10 +76,10 @@ type Reader struct {
 	verified       atomic.Int64 // CRC-32C checks that passed
 	opened         time.Time
 	loads          loadRecorder
-	samples        atomic.Int64 // samples handed out by Sample, ReadSampleInto and ReadRunInto
-	pool           batchPool    // batch buffers kept from one Batches iterator to the next
-	readersLock    *os.File     // shared lock that keeps gc away, nil when it could not be taken
-	files          versionFiles // where shards are opened
+	samples        atomic.Int64   // samples handed out by Sample, ReadSampleInto and ReadRunInto
+	pool           batchPool      // batch buffers kept from one Batches iterator to the next
+	readersLock    *lockfile.Lock // shared lock that keeps gc away, nil when it could not be taken
+	files          versionFiles   // where shards are opened
 }
 
 // lazyShard maps its file on first use. The fast path is one atomic load;
@@ -145,7 +128,7 @@ func (s *lazyShard) markVerified(local int) {
 // that needs them, and their headers checked against the manifest then.
 //
 // Errors name the file at fault. A summary that exceeds a limit with
-// action fail gives a *ThresholdError unless opts.IgnoreThresholds.
+// action fail gives a *validate.ThresholdError unless opts.IgnoreThresholds.
 func Open(path string, opts OpenOptions) (*Reader, error) {
 	log := opts.Logger
 	if log == nil {
@@ -166,8 +149,8 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 	}
 	opened := false
 	defer func() {
-		if !opened && lock != nil {
-			lock.Close()
+		if !opened {
+			lock.Release()
 		}
 	}()
 	m, err := ReadManifest(dir)
@@ -218,8 +201,14 @@ type shardFile interface {
 // runs, confines stat to the directory; open maps the file.
 type dirFiles struct{ root *os.Root }
 
-func (d dirFiles) stat(path string, e *Shard) error {
-	fi, err := d.root.Stat(e.RelativePath)
+func (d dirFiles) stat(path string, e *Shard) error { return StatShard(d.root, path, e) }
+
+// StatShard checks the file of shard entry e in the version directory
+// root (an os.Root, which refuses a path or symlink that leaves it): it
+// exists, is a regular file and has the recorded size. path names it in
+// errors.
+func StatShard(root *os.Root, path string, e *Shard) error {
+	fi, err := root.Stat(e.RelativePath)
 	return checkShardInfo(path, e, fi, err)
 }
 
@@ -248,9 +237,9 @@ func newReader(dir string, m *Manifest, opts OpenOptions, log *slog.Logger, file
 	if err := checkThresholds(dir, m, opts, log); err != nil {
 		return nil, err
 	}
-	layout, err := manifestLayout(m)
+	layout, err := checkedLayout(m)
 	if err != nil {
-		return nil, manifestError(dir, err)
+		return nil, ManifestError(dir, err)
 	}
 	r := &Reader{dir: dir, manifest: m, layout: layout, log: log, checksum: opts.VerifyChecksums, files: files,
 		verifySamples: !opts.SkipSampleChecksums, recheckSamples: opts.RecheckSamples, opened: time.Now()}
@@ -275,28 +264,23 @@ func checkThresholds(dir string, m *Manifest, opts OpenOptions, log *slog.Logger
 	if opts.Thresholds != nil {
 		th = *opts.Thresholds
 	}
-	var failed []validate.Finding
-	for _, f := range th.Evaluate(m.Summary.Total) {
-		switch {
-		case f.Action == validate.ActionWarn:
-			log.Warn("validation threshold exceeded (warn)", "dir", dir, "finding", f.String())
-		case opts.IgnoreThresholds:
-			log.Warn("validation threshold exceeded (fail), ignored on request", "dir", dir, "finding", f.String())
-		default:
-			failed = append(failed, f)
-		}
+	failed, warned := th.Check(m.Summary.Total)
+	for _, f := range warned {
+		log.Warn("validation threshold exceeded (warn)", "dir", dir, "finding", f.String())
 	}
-	if len(failed) > 0 {
-		return &ThresholdError{Dir: dir, Findings: failed}
+	if len(failed) > 0 && !opts.IgnoreThresholds {
+		return &validate.ThresholdError{Dir: dir, Findings: failed}
+	}
+	for _, f := range failed {
+		log.Warn("validation threshold exceeded (fail), ignored on request", "dir", dir, "finding", f.String())
 	}
 	return nil
 }
 
-// manifestLayout is the per-sample layout every shard of m must have, from
-// the manifest alone, and checks that every shard entry agrees with it,
-// including the file size the layout implies for its sample count: with a
-// checksum section, or without one for shards written before it existed.
-func manifestLayout(m *Manifest) (shard.Layout, error) {
+// ManifestLayout is the per-sample layout every shard of m must have, from
+// the manifest alone: what Open, verify and the Zarr export read shards
+// with. CheckShardEntries checks the shard entries against it.
+func ManifestLayout(m *Manifest) (shard.Layout, error) {
 	dtype, err := shard.ParseDType(m.DefaultDType)
 	if err != nil {
 		return shard.Layout{}, fmt.Errorf("default_dtype: %v", err)
@@ -318,24 +302,41 @@ func manifestLayout(m *Manifest) (shard.Layout, error) {
 	if err := l.Validate(); err != nil {
 		return shard.Layout{}, fmt.Errorf("transform and extras: %v", err)
 	}
-	for i, e := range m.Shards {
-		switch {
-		case e.Width != l.Width || e.Height != l.Height || e.Channels != l.Channels || e.MaxBoxes != l.MaxBoxes:
-			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): %dx%dx%d max_boxes %d, transform says %dx%dx%d max_boxes %d",
-				i, e.ID, e.Channels, e.Height, e.Width, e.MaxBoxes, l.Channels, l.Height, l.Width, l.MaxBoxes)
-		case shard.Version(e.ShardVersion) < shard.MinSupportedVersion || shard.Version(e.ShardVersion) > shard.MaxSupportedVersion:
-			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): shard_version %d, this build reads %d..%d",
-				i, e.ID, e.ShardVersion, shard.MinSupportedVersion, shard.MaxSupportedVersion)
-		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)) && e.Bytes != l.FileSizeWithoutChecksums(int(e.Samples)):
-			return shard.Layout{}, fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d (%d without per-sample checksums)",
-				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)), l.FileSizeWithoutChecksums(int(e.Samples)))
-		}
-	}
 	return l, nil
 }
 
-// manifestError names the manifest of dir in an ErrManifest error.
-func manifestError(dir string, err error) error {
+// checkedLayout is ManifestLayout with every shard entry checked against it.
+func checkedLayout(m *Manifest) (shard.Layout, error) {
+	l, err := ManifestLayout(m)
+	if err != nil {
+		return l, err
+	}
+	return l, CheckShardEntries(m, l)
+}
+
+// CheckShardEntries checks that every shard entry of m agrees with the
+// layout l (ManifestLayout's), including the file size the layout implies
+// for its sample count: with a checksum section, or without one for
+// shards written before it existed.
+func CheckShardEntries(m *Manifest, l shard.Layout) error {
+	for i, e := range m.Shards {
+		switch {
+		case e.Width != l.Width || e.Height != l.Height || e.Channels != l.Channels || e.MaxBoxes != l.MaxBoxes:
+			return fmt.Errorf("shards[%d] (%s): %dx%dx%d max_boxes %d, transform says %dx%dx%d max_boxes %d",
+				i, e.ID, e.Channels, e.Height, e.Width, e.MaxBoxes, l.Channels, l.Height, l.Width, l.MaxBoxes)
+		case shard.Version(e.ShardVersion) < shard.MinSupportedVersion || shard.Version(e.ShardVersion) > shard.MaxSupportedVersion:
+			return fmt.Errorf("shards[%d] (%s): shard_version %d, this build reads %d..%d",
+				i, e.ID, e.ShardVersion, shard.MinSupportedVersion, shard.MaxSupportedVersion)
+		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)) && e.Bytes != l.FileSizeWithoutChecksums(int(e.Samples)):
+			return fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d (%d without per-sample checksums)",
+				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)), l.FileSizeWithoutChecksums(int(e.Samples)))
+		}
+	}
+	return nil
+}
+
+// ManifestError names the manifest of dir in an ErrManifest error.
+func ManifestError(dir string, err error) error {
 	return fmt.Errorf("%s: %w: %v", filepath.Join(dir, ManifestName), ErrManifest, err)
 }
 
@@ -357,9 +358,9 @@ func checkShardInfo(path string, e *Shard, fi fs.FileInfo, err error) error {
 	return nil
 }
 
-// checkShardHeader compares an opened shard with its manifest entry and the
+// CheckShardHeader compares an opened shard with its manifest entry and the
 // warehouse layout.
-func checkShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
+func CheckShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
 	h := sr.Header()
 	switch {
 	case uint32(h.Version) != e.ShardVersion:
@@ -382,7 +383,7 @@ func checkShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
 
 // hasSampleChecksums reports whether the shard of entry e has per-sample
 // CRCs: its recorded size is that of a shard with the checksum section
-// (manifestLayout accepted no other sizes).
+// (CheckShardEntries accepted no other sizes).
 func hasSampleChecksums(e *Shard, l shard.Layout) bool {
 	return e.Bytes == l.FileSize(int(e.Samples))
 }
@@ -427,7 +428,7 @@ func (r *Reader) SampleChecksums() (checked, shards int) {
 // CRC-32Cs, judged by their recorded sizes. It fails where Open would
 // refuse the manifest's layout or shard sizes.
 func ShardsWithSampleChecksums(m *Manifest) (int, error) {
-	l, err := manifestLayout(m)
+	l, err := checkedLayout(m)
 	if err != nil {
 		return 0, err
 	}
@@ -518,7 +519,7 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 		s.err = err
 		return nil, err
 	}
-	if err := checkShardHeader(sr, s.entry, r.layout); err != nil {
+	if err := CheckShardHeader(sr, s.entry, r.layout); err != nil {
 		sr.Close()
 		f.Close()
 		s.err = fmt.Errorf("%s: %w", s.path, err)
@@ -543,12 +544,12 @@ func checkFileSHA256(path, want string) error {
 		return err
 	}
 	defer f.Close()
-	got, err := readerSHA256(context.Background(), f)
+	got, err := ReaderSHA256(context.Background(), f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if got != want {
-		return fmt.Errorf("%s: sha256 %s, the manifest says %s", path, got, want)
+	if got.SHA256 != want {
+		return fmt.Errorf("%s: sha256 %s, the manifest says %s", path, got.SHA256, want)
 	}
 	return nil
 }
@@ -707,10 +708,8 @@ func (r *Reader) Close() error {
 		s.err = fmt.Errorf("%s: warehouse reader closed", s.path)
 		s.mu.Unlock()
 	}
-	if r.readersLock != nil {
-		r.readersLock.Close() // releases the shared lock
-		r.readersLock = nil
-	}
+	r.readersLock.Release() // nil-safe
+	r.readersLock = nil
 	return errors.Join(errs...)
 }
 

@@ -1,4 +1,4 @@
-package warehouse
+package warehouse_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"warehouse-etl/shard"
+	. "warehouse-etl/warehouse"
+	"warehouse-etl/warehouse/warehousetest"
 )
 
 // crc32cBitwise is CRC-32C from its definition, one bit at a time: the
@@ -32,14 +34,14 @@ func crc32cBitwise(data []byte) uint32 {
 // sampleSpans returns where sample j of shard k lies, section by section
 // (image, boxes, mask, record, extras), from the header fields and the
 // sizes docs/format/shard.md gives, and the offset of its CRC in the table.
-func (fx *fixture) sampleSpans(t *testing.T, k, j int) (spans [5][2]int64, crcAt int64) {
+func sampleSpans(t *testing.T, fx *warehousetest.Fixture, k, j int) (spans [5][2]int64, crcAt int64) {
 	t.Helper()
-	raw, err := os.ReadFile(fx.shardPath(k))
+	raw, err := os.ReadFile(fx.ShardPath(k))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u64 := func(off int) int64 { return int64(binary.LittleEndian.Uint64(raw[off:])) }
-	l := fx.layout
+	l := fx.Layout
 	n := u64(32)
 	b := int64(l.DType.BoxDType().Size())
 	image, boxes, mask, meta := l.ImageBytes(), int64(l.MaxBoxes)*4*b, int64(l.MaxBoxes)*b, u64(64)
@@ -52,13 +54,13 @@ func (fx *fixture) sampleSpans(t *testing.T, k, j int) (spans [5][2]int64, crcAt
 
 // wantCRCError is the refusal of sample j of shard k as the file now is:
 // its bytes' CRC (bitwise, over sampleSpans) against the table's value.
-func (fx *fixture) wantCRCError(t *testing.T, k, j int) string {
+func wantCRCError(t *testing.T, fx *warehousetest.Fixture, k, j int) string {
 	t.Helper()
-	raw, err := os.ReadFile(fx.shardPath(k))
+	raw, err := os.ReadFile(fx.ShardPath(k))
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans, crcAt := fx.sampleSpans(t, k, j)
+	spans, crcAt := sampleSpans(t, fx, k, j)
 	var data []byte
 	for _, s := range spans {
 		data = append(data, raw[s[0]:s[1]]...)
@@ -68,7 +70,7 @@ func (fx *fixture) wantCRCError(t *testing.T, k, j int) string {
 		t.Fatalf("shard %d sample %d is not damaged", k, j)
 	}
 	return fmt.Sprintf("%s: warehouse sample %d: shard: corrupt: sample %d: crc32c 0x%08x, the checksum table says 0x%08x",
-		fx.shardPath(k), int(fx.m.Shards[k].FirstSample)+j, j, got, want)
+		fx.ShardPath(k), int(fx.M.Shards[k].FirstSample)+j, j, got, want)
 }
 
 // readEpoch reads every batch of one epoch and returns the first error.
@@ -93,16 +95,16 @@ func readEpoch(r *Reader, opts BatchOptions) error {
 // the shard, the other samples read, and SkipSampleChecksums hands the
 // flipped bytes out.
 func TestSampleCRCRefusals(t *testing.T) {
-	spec := fixtureSpec{dtype: shard.F32, width: 5, height: 3, maxBoxes: 2, extras: [][]int{{3}}, shardSizes: []int{3, 3, 2}}
+	spec := warehousetest.Spec{DType: shard.F32, Width: 5, Height: 3, MaxBoxes: 2, Extras: [][]int{{3}}, ShardSizes: []int{3, 3, 2}}
 	sections := []string{"image", "boxes", "mask", "record", "extras"}
 	for s, section := range sections {
 		t.Run(section, func(t *testing.T) {
-			fx := writeFixture(t, spec)
-			spans, _ := fx.sampleSpans(t, 1, 1)
-			fx.flipByte(t, 1, spans[s][0]+(spans[s][1]-spans[s][0])/2)
-			want := fx.wantCRCError(t, 1, 1)
+			fx := warehousetest.Write(t, spec)
+			spans, _ := sampleSpans(t, fx, 1, 1)
+			fx.FlipByte(t, 1, spans[s][0]+(spans[s][1]-spans[s][0])/2)
+			want := wantCRCError(t, fx, 1, 1)
 			for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
-				r, err := Open(fx.dir, opts)
+				r, err := Open(fx.Dir, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +130,7 @@ func TestSampleCRCRefusals(t *testing.T) {
 				}
 				r.Close()
 			}
-			r, err := Open(fx.dir, OpenOptions{SkipSampleChecksums: true})
+			r, err := Open(fx.Dir, OpenOptions{SkipSampleChecksums: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,21 +153,21 @@ func TestSampleCRCRefusals(t *testing.T) {
 // chunk, so a run of 5 is read as 2+2+1): the values are right, and a flip
 // in a full or in the last, partial chunk is found.
 func TestSampleCRCChunkedRuns(t *testing.T) {
-	spec := fixtureSpec{dtype: shard.F16, width: 256, height: 160, maxBoxes: 1, shardSizes: []int{5, 3}}
+	spec := warehousetest.Spec{DType: shard.F16, Width: 256, Height: 160, MaxBoxes: 1, ShardSizes: []int{5, 3}}
 	for _, j := range []int{2, 4} {
-		fx := writeFixture(t, spec)
-		if img := fx.layout.ImageBytes(); verifyChunk/img != 2 {
-			t.Fatalf("%d-byte images: %d per chunk, the test wants 2", img, verifyChunk/img)
+		fx := warehousetest.Write(t, spec)
+		if img := fx.Layout.ImageBytes(); VerifyChunk/img != 2 {
+			t.Fatalf("%d-byte images: %d per chunk, the test wants 2", img, VerifyChunk/img)
 		}
-		r, err := Open(fx.dir, OpenOptions{RecheckSamples: true})
+		r, err := Open(fx.Dir, OpenOptions{RecheckSamples: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: DropRemainder})
-		checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 5, Shuffle: ShuffleShards, Remainder: PadRemainder})
-		spans, _ := fx.sampleSpans(t, 0, j)
-		fx.flipByte(t, 0, spans[0][0]+7)
-		want := fx.wantCRCError(t, 0, j)
+		checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: DropRemainder})
+		checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 5, Shuffle: ShuffleShards, Remainder: PadRemainder})
+		spans, _ := sampleSpans(t, fx, 0, j)
+		fx.FlipByte(t, 0, spans[0][0]+7)
+		want := wantCRCError(t, fx, 0, j)
 		if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err == nil || err.Error() != want {
 			t.Fatalf("flip in sample %d: %v\nwant %q", j, err, want)
 		}
@@ -179,13 +181,13 @@ func TestSampleCRCChunkedRuns(t *testing.T) {
 // a byte that changes after its sample was checked goes through; with
 // RecheckSamples it is refused.
 func TestSampleCRCFirstRead(t *testing.T) {
-	fx := writeFixture(t, defaultSpec()) // 11 samples in shards of 4, 4, 3
-	first, err := Open(fx.dir, OpenOptions{})
+	fx := warehousetest.Write(t, warehousetest.DefaultSpec()) // 11 samples in shards of 4, 4, 3
+	first, err := Open(fx.Dir, OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	every, err := Open(fx.dir, OpenOptions{RecheckSamples: true})
+	every, err := Open(fx.Dir, OpenOptions{RecheckSamples: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,9 +216,9 @@ func TestSampleCRCFirstRead(t *testing.T) {
 
 	// The file changes under both readers (in place: the mapping and
 	// pread see it).
-	spans, _ := fx.sampleSpans(t, 1, 1)
-	fx.flipByte(t, 1, spans[0][0]+3)
-	want := fx.wantCRCError(t, 1, 1)
+	spans, _ := sampleSpans(t, fx, 1, 1)
+	fx.FlipByte(t, 1, spans[0][0]+3)
+	want := wantCRCError(t, fx, 1, 1)
 	if _, err := first.Sample(5); err != nil {
 		t.Fatalf("first-read reader, sample checked before the change: %v", err)
 	}
@@ -226,7 +228,7 @@ func TestSampleCRCFirstRead(t *testing.T) {
 	if _, err := every.Sample(5); err == nil || err.Error() != want {
 		t.Fatalf("RecheckSamples reader: %v\nwant %q", err, want)
 	}
-	fresh, err := Open(fx.dir, OpenOptions{})
+	fresh, err := Open(fx.Dir, OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,20 +241,20 @@ func TestSampleCRCFirstRead(t *testing.T) {
 // stripChecksums turns shard k into a shard of an older warehouse: no
 // checksum section, checksum_offset 0, the manifest's size and sha256
 // updated.
-func (fx *fixture) stripChecksums(t *testing.T, k int) {
+func stripChecksums(t *testing.T, fx *warehousetest.Fixture, k int) {
 	t.Helper()
-	raw, err := os.ReadFile(fx.shardPath(k))
+	raw, err := os.ReadFile(fx.ShardPath(k))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = raw[:fx.layout.FileSizeWithoutChecksums(int(fx.m.Shards[k].Samples))]
+	raw = raw[:fx.Layout.FileSizeWithoutChecksums(int(fx.M.Shards[k].Samples))]
 	binary.LittleEndian.PutUint64(raw[72:], 0)
-	if err := os.WriteFile(fx.shardPath(k), raw, 0o644); err != nil {
+	if err := os.WriteFile(fx.ShardPath(k), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fx.m.Shards[k].Bytes = int64(len(raw))
-	fx.m.Shards[k].ChecksumSHA256 = fmt.Sprintf("%x", sha256.Sum256(raw))
-	fx.writeManifest(t)
+	fx.M.Shards[k].Bytes = int64(len(raw))
+	fx.M.Shards[k].ChecksumSHA256 = fmt.Sprintf("%x", sha256.Sum256(raw))
+	fx.WriteManifest(t)
 }
 
 // TestOlderWarehouse reads warehouses whose shards were written before the
@@ -262,16 +264,16 @@ func (fx *fixture) stripChecksums(t *testing.T, k int) {
 func TestOlderWarehouse(t *testing.T) {
 	for _, strip := range [][]int{{0, 1, 2}, {1}} {
 		t.Run(fmt.Sprint(strip), func(t *testing.T) {
-			fx := writeFixture(t, defaultSpec())
+			fx := warehousetest.Write(t, warehousetest.DefaultSpec())
 			for _, k := range strip {
-				fx.stripChecksums(t, k)
+				stripChecksums(t, fx, k)
 			}
-			if n, err := ShardsWithSampleChecksums(fx.m); err != nil || n != 3-len(strip) {
+			if n, err := ShardsWithSampleChecksums(fx.M); err != nil || n != 3-len(strip) {
 				t.Fatalf("ShardsWithSampleChecksums = %d, %v; want %d", n, err, 3-len(strip))
 			}
-			spans, _ := fx.sampleSpans(t, 1, 2)
+			spans, _ := sampleSpans(t, fx, 1, 2)
 			for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
-				r, err := Open(fx.root, opts)
+				r, err := Open(fx.Root, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -285,8 +287,8 @@ func TestOlderWarehouse(t *testing.T) {
 					}
 					checkSample(t, fx, s, i)
 				}
-				checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 3, Shuffle: ShuffleNone, Remainder: PadRemainder})
-				checkBatches(t, r, fx.layout, BatchOptions{BatchSize: 2, Shuffle: ShuffleGlobal, Remainder: PadRemainder})
+				checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 3, Shuffle: ShuffleNone, Remainder: PadRemainder})
+				checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 2, Shuffle: ShuffleGlobal, Remainder: PadRemainder})
 				// The samples of the shards that kept their tables, once each.
 				if want := map[int]int64{3: 0, 1: 7}[len(strip)]; !opts.RecheckSamples && r.SamplesVerified() != want ||
 					want == 0 && r.SamplesVerified() != 0 {
@@ -295,8 +297,8 @@ func TestOlderWarehouse(t *testing.T) {
 				r.Close()
 			}
 			// Shard 1 has no table in both cases: a flip in it goes through.
-			fx.flipByte(t, 1, spans[0][0]+1)
-			r, err := Open(fx.root, OpenOptions{RecheckSamples: true})
+			fx.FlipByte(t, 1, spans[0][0]+1)
+			r, err := Open(fx.Root, OpenOptions{RecheckSamples: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"warehouse-etl/internal/lockfile"
+	"warehouse-etl/outputroot"
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -18,7 +19,7 @@ import (
 type ExportOptions struct {
 	Options
 	// VerifyFull makes the verification before the export re-hash every
-	// shard and read every value (warehouse.VerifyOptions.Full); without
+	// shard and read every value (verify.Options.Full); without
 	// it the manifest, thresholds and every shard's size and header are
 	// checked.
 	VerifyFull bool
@@ -30,9 +31,9 @@ var ErrTargetLocked = errors.New("another export to this store is running")
 // Export writes the warehouse version at path (a version directory, or an
 // output root with a "latest" pointer) as a Zarr store at target, as Write
 // does. It first verifies the version and refuses one with findings
-// (*warehouse.FindingsError). It holds the version's build lock, so that a
+// (*verify.FindingsError). It holds the version's build lock, so that a
 // WAREHOUSE_CLEAR rebuild cannot swap the shards while they are read
-// (warehouse.ErrLocked), and a lock beside target, under which it removes
+// (outputroot.ErrLocked), and a lock beside target, under which it removes
 // what crashed exports to target left behind (ErrTargetLocked).
 func Export(ctx context.Context, path, target string, opts ExportOptions) (*Result, error) {
 	log := opts.Logger
@@ -43,17 +44,17 @@ func Export(ctx context.Context, path, target string, opts ExportOptions) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	lock, err := warehouse.Acquire(filepath.Dir(dir), filepath.Base(dir))
+	lock, err := outputroot.LockVersion(filepath.Dir(dir), filepath.Base(dir))
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	findings, err := warehouse.Verify(ctx, dir, warehouse.VerifyOptions{Full: opts.VerifyFull, Workers: opts.Workers, Logger: log})
+	findings, err := verify.Check(ctx, dir, verify.Options{Full: opts.VerifyFull, Workers: opts.Workers, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	if len(findings) > 0 {
-		return nil, &warehouse.FindingsError{Dir: dir, Findings: findings}
+		return nil, &verify.FindingsError{Dir: dir, Findings: findings}
 	}
 	m, err := warehouse.ReadManifest(dir)
 	if err != nil {
@@ -78,19 +79,14 @@ func lockTarget(target string) (unlock func(), err error) {
 		return nil, err
 	}
 	lockPath := filepath.Join(parent, "."+filepath.Base(target)+".lock")
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	l, err := lockfile.Acquire(context.Background(), lockPath, lockfile.Options{})
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, fmt.Errorf("%s: %w", lockPath, ErrTargetLocked)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", lockPath, ErrTargetLocked)
-		}
-		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
-	}
-	// Closing the descriptor releases the lock.
-	return func() { f.Close() }, nil
+	return l.Release, nil
 }
 
 // removeLeftovers removes the temporary and replaced stores a crashed

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -281,19 +283,19 @@ func TestExportRefusesFindings(t *testing.T) {
 		name   string
 		full   bool
 		break_ func(fx *fixture)
-		kind   warehouse.FindingKind
+		kind   verify.FindingKind
 	}{
-		{"flipped image byte (full)", true, func(fx *fixture) { flipByte(t, fx, 0, 100) }, warehouse.FindingChecksum},
+		{"flipped image byte (full)", true, func(fx *fixture) { flipByte(t, fx, 0, 100) }, verify.FindingChecksum},
 		{"truncated shard", false, func(fx *fixture) {
 			os.Truncate(filepath.Join(fx.dir, "shards", "shard-00001.twh"), 50)
-		}, warehouse.FindingShardSize},
+		}, verify.FindingShardSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := writeFixture(t, smallSpec(shard.F16))
 			tc.break_(fx)
 			target := filepath.Join(t.TempDir(), "s.zarr")
 			_, err := Export(context.Background(), fx.root, target, ExportOptions{VerifyFull: tc.full})
-			var findings *warehouse.FindingsError
+			var findings *verify.FindingsError
 			if !errors.As(err, &findings) || len(findings.Findings) == 0 || findings.Findings[0].Kind != tc.kind {
 				t.Fatalf("error %v, want findings of kind %s", err, tc.kind)
 			}
@@ -325,11 +327,11 @@ func TestExportLocksAndLeftovers(t *testing.T) {
 	parent := t.TempDir()
 	target := filepath.Join(parent, "s.zarr")
 
-	build, err := warehouse.Acquire(fx.root, filepath.Base(fx.dir))
+	build, err := outputroot.LockVersion(fx.root, filepath.Base(fx.dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Export(context.Background(), fx.root, target, ExportOptions{}); !errors.Is(err, warehouse.ErrLocked) {
+	if _, err := Export(context.Background(), fx.root, target, ExportOptions{}); !errors.Is(err, outputroot.ErrLocked) {
 		t.Fatalf("with the build lock held: %v", err)
 	}
 	build.Release()

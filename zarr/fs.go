@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"warehouse-etl/internal/atomicfile"
 )
 
 // FS is every change Write makes to the file system. Tests substitute one
@@ -73,14 +75,4 @@ func (OSFS) SyncTree(dir string) error {
 	return nil
 }
 
-func (OSFS) SyncDir(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	return nil
-}
+func (OSFS) SyncDir(path string) error { return atomicfile.Sync(path) }

@@ -19,7 +19,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 
-	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
 
@@ -90,7 +89,7 @@ func Write(ctx context.Context, dir string, m *warehouse.Manifest, target string
 	if opts.ShardSamples < 0 || opts.ShardSamples > MaxChunksPerShard {
 		return nil, fmt.Errorf("zarr: %d samples per shard: want 0 (as the warehouse) to %d", opts.ShardSamples, MaxChunksPerShard)
 	}
-	layout, err := manifestLayout(m)
+	layout, err := warehouse.ManifestLayout(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, warehouse.ManifestName), err)
 	}
@@ -152,28 +151,6 @@ const (
 	tmpInfix = ".tmp-"
 	oldInfix = ".old-"
 )
-
-// manifestLayout is the shard layout the manifest promises.
-func manifestLayout(m *warehouse.Manifest) (shard.Layout, error) {
-	dtype, err := shard.ParseDType(m.DefaultDType)
-	if err != nil {
-		return shard.Layout{}, err
-	}
-	l := shard.Layout{DType: dtype, Width: m.Transform.TargetWidth, Height: m.Transform.TargetHeight,
-		Channels: m.Transform.Channels, MaxBoxes: m.Transform.MaxBoxes}
-	for _, e := range m.Extras {
-		n := 1
-		for _, d := range e.Shape {
-			// Bound the product before it can overflow.
-			n *= min(d, shard.ExtraF32Limit+1)
-			if n > shard.ExtraF32Limit {
-				return shard.Layout{}, fmt.Errorf("extra %s: shape %v exceeds %d values", e.Name, e.Shape, shard.ExtraF32Limit)
-			}
-		}
-		l.ExtraF32 += n
-	}
-	return l, l.Validate()
-}
 
 // checkTarget refuses a target that would swallow the warehouse, and an
 // existing one that is not a Zarr store: replacing it removes it.

@@ -26,8 +26,9 @@ import (
 const MaxSampleLineBytes = 1 << 20
 
 // SampleLine is one line of samples.jsonl as docs/format/manifest.md
-// defines it (written by pipeline.SampleRecord; the analytics package cannot
-// import the pipeline, which imports it).
+// defines it: every input sample in scan order, kept or not, with where it
+// landed. The pipeline writes it and the analytics export reads it; its
+// field order and omitempty tags are the file's bytes.
 type SampleLine struct {
 	Seq         int64      `json:"seq"`
 	Source      string     `json:"source"`
@@ -41,15 +42,18 @@ type SampleLine struct {
 	Height      int64      `json:"height"`
 	Kept        bool       `json:"kept"`
 	Reasons     []string   `json:"reasons"`
-	Error       string     `json:"error"`
-	Index       int64      `json:"index"`
-	Shard       string     `json:"shard"`
-	ShardIndex  int64      `json:"shard_index"`
+	Error       string     `json:"error,omitempty"` // the late decode failure, when there was one
+	Index       int64      `json:"index"`           // position among kept samples, -1 when skipped
+	Shard       string     `json:"shard,omitempty"`
+	ShardIndex  int64      `json:"shard_index"` // position within the shard, -1 when skipped
 	BoxCount    int64      `json:"box_count"`
-	ClassIndex  []int64    `json:"class_index"`
-	Letterbox   *Letterbox `json:"letterbox"`
+	ClassIndex  []int64    `json:"class_index,omitempty"`
+	Letterbox   *Letterbox `json:"letterbox,omitempty"` // kept samples: where the image landed in the target
 }
 
+// Letterbox is the provenance of a kept sample's image in target space:
+// the source was scaled by (scale_x, scale_y) to resized_width x
+// resized_height and placed at (pad_x, pad_y).
 type Letterbox struct {
 	ScaleX        float64 `json:"scale_x"`
 	ScaleY        float64 `json:"scale_y"`
@@ -101,6 +105,9 @@ func DecodeSampleLine(raw []byte) (*SampleLine, error) {
 	}
 	if s.Reasons == nil {
 		s.Reasons = []string{}
+	}
+	if len(s.ClassIndex) == 0 {
+		s.ClassIndex = nil // as written: class_index is left out when empty
 	}
 	return s, nil
 }

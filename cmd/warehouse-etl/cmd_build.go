@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,84 +39,110 @@ environment:
   WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}_RATIO  override a threshold's max_ratio ("off" removes it)
   WAREHOUSE_{INVALID,MISSING,EMPTY}_ACTION     fail or warn`
 
-func runBuild(ctx context.Context, env *environment, args []string) (err error) {
-	fs := newFlagSet(env, "build", buildSynopsis)
-	configPath := fs.String("config", "", "build config file (JSON with comments)")
-	workers := fs.Int("workers", 0, "worker count; 0 uses the config's workers (0 there = one per CPU)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the build to this file (go tool pprof)")
-	metricsFile := fs.String("metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too): for node_exporter's textfile collector")
-	lockWait := fs.Duration("lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
-	partition := fs.String("partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// buildEnv is what build and commit read from the process environment.
+type buildEnv struct {
+	// Clear is WAREHOUSE_CLEAR.
+	Clear bool
+	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
+	// WAREHOUSE_*_ACTION) and, for build --partition auto, the job
+	// engine's variables.
+	Getenv func(string) string
+}
+
+func (e *buildEnv) readEnv(getenv func(string) string) {
+	e.Clear = clearRequested(getenv("WAREHOUSE_CLEAR"))
+	e.Getenv = getenv
+}
+
+// buildOptions are what build runs with: its flags and its environment.
+type buildOptions struct {
+	Config      string
+	Workers     int
+	CPUProfile  string
+	MetricsFile string
+	LockWait    time.Duration
+	Partition   string
+	Log         logOptions
+	buildEnv
+}
+
+func (o *buildOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Config, "config", "", "build config file (JSON with comments)")
+	fs.IntVar(&o.Workers, "workers", 0, "worker count; 0 uses the config's workers (0 there = one per CPU)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the build to this file (go tool pprof)")
+	fs.StringVar(&o.MetricsFile, "metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too): for node_exporter's textfile collector")
+	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
+	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
+	o.Log.addFlags(fs)
+}
+
+// runBuild builds the version opts.Config describes, or with
+// opts.Partition one partition of its shards.
+func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
+	if err := requireFlags(flagValue{"config", opts.Config}); err != nil {
 		return err
 	}
-	if *configPath == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--config is required")}
-	}
-	if *lockWait < 0 {
-		return usageError{fmt.Errorf("--lock-wait %v: must be >= 0", *lockWait)}
+	if opts.LockWait < 0 {
+		return usageError{fmt.Errorf("--lock-wait %v: must be >= 0", opts.LockWait)}
 	}
 	var res *pipeline.Result
-	if *metricsFile != "" {
+	if opts.MetricsFile != "" {
 		// Written whatever happens next, config errors included, so a
 		// monitoring system sees every failed night.
-		defer metricsOnExit(ctx, env, "build", *metricsFile, *configPath, &res, &err)()
+		defer metricsOnExit(ctx, s.stderr, "build", opts.MetricsFile, opts.Config, &res, &err)()
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := config.Load(opts.Config)
 	if err != nil {
 		return usageError{err}
 	}
 	var part pipeline.Partition
-	if *partition != "" {
-		if *metricsFile != "" {
+	if opts.Partition != "" {
+		if opts.MetricsFile != "" {
 			return usageError{errors.New("--metrics-file: not with --partition (monitor the commit)")}
 		}
-		if *partition == "auto" {
-			part, err = pipeline.AutoPartition(env.getenv, cfg.Partitions)
+		if opts.Partition == "auto" {
+			part, err = pipeline.AutoPartition(opts.Getenv, cfg.Partitions)
 		} else {
-			part, err = pipeline.ParsePartition(*partition)
+			part, err = pipeline.ParsePartition(opts.Partition)
 		}
 		if err != nil {
 			return usageError{err}
 		}
 	}
-	logw := env.stderr
+	lf := opts.Log
 	var bar *progressBar
 	counters := &pipeline.Counters{}
-	if env.stderrIsTTY && !lf.quiet && lf.format == "text" {
+	if s.stderrIsTTY && !lf.Quiet && lf.Format == "text" {
 		// On a terminal the bar shows progress; logs keep to warnings.
-		lf.quiet = true
-		bar = startProgress(env.stderr, counters)
+		lf.Quiet = true
+		bar = startProgress(s.stderr, counters)
 	}
-	log, err := lf.logger(logw)
+	log, err := lf.logger(s.stderr)
 	if err != nil {
 		return err
 	}
-	if bar == nil && !lf.quiet {
+	if bar == nil && !lf.Quiet {
 		stop := logProgress(log, counters, 10*time.Second)
 		defer stop()
 	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+	if opts.CPUProfile != "" {
+		stop, err := startCPUProfile(opts.CPUProfile)
 		if err != nil {
 			return usageError{err}
 		}
 		defer stop()
 	}
-	opts := pipeline.Options{
+	popts := pipeline.Options{
 		Config:   cfg,
-		Clear:    clearRequested(env.getenv("WAREHOUSE_CLEAR")),
-		Getenv:   env.getenv,
+		Clear:    opts.Clear,
+		Getenv:   opts.Getenv,
 		Logger:   log,
 		Counters: counters,
-		Workers:  *workers,
-		LockWait: *lockWait,
+		Workers:  opts.Workers,
+		LockWait: opts.LockWait,
 	}
-	if *partition != "" {
-		pres, err := pipeline.BuildPartition(ctx, opts, part)
+	if opts.Partition != "" {
+		pres, err := pipeline.BuildPartition(ctx, popts, part)
 		if bar != nil {
 			bar.stop()
 		}
@@ -123,35 +150,35 @@ func runBuild(ctx context.Context, env *environment, args []string) (err error) 
 			return diskFull(err, cfg)
 		}
 		if pres.UpToDate {
-			fmt.Fprintf(env.stderr, "up to date: partition %s has nothing to do\n", part)
+			fmt.Fprintf(s.stderr, "up to date: partition %s has nothing to do\n", part)
 			return nil
 		}
-		fmt.Fprintf(env.stderr, "partition %s: shards %d-%d of %d: built %d, kept %d complete from an earlier run\n",
+		fmt.Fprintf(s.stderr, "partition %s: shards %d-%d of %d: built %d, kept %d complete from an earlier run\n",
 			part, pres.ShardFirst, pres.ShardEnd-1, pres.ShardsTotal, pres.Built, pres.Kept)
-		fmt.Fprintln(env.stdout, pres.Staging)
+		fmt.Fprintln(s.stdout, pres.Staging)
 		return nil
 	}
-	res, err = pipeline.Build(ctx, opts)
+	res, err = pipeline.Build(ctx, popts)
 	if bar != nil {
 		bar.stop()
 	}
 	if err != nil {
 		return diskFull(err, cfg)
 	}
-	printBuildSummary(env.stderr, res)
-	fmt.Fprintln(env.stdout, res.Dir)
+	printBuildSummary(s.stderr, res)
+	fmt.Fprintln(s.stdout, res.Dir)
 	return nil
 }
 
 // metricsOnExit returns the deferred call that writes --metrics-file for
 // the run of command that ends with *res and *err (a write failure becomes
 // the error of a run that had none).
-func metricsOnExit(ctx context.Context, env *environment, command, path, configPath string, res **pipeline.Result, err *error) func() {
+func metricsOnExit(ctx context.Context, stderr io.Writer, command, path, configPath string, res **pipeline.Result, err *error) func() {
 	start := time.Now()
 	return func() {
 		m := buildMetrics{config: configPath, start: start, end: time.Now(), exitCode: exitCode(ctx, *err), res: *res}
 		if werr := writeBuildMetrics(path, m); werr != nil {
-			fmt.Fprintf(env.stderr, "warehouse-etl %s: --metrics-file: %v\n", command, werr)
+			fmt.Fprintf(stderr, "warehouse-etl %s: --metrics-file: %v\n", command, werr)
 			if *err == nil {
 				*err = werr
 			}

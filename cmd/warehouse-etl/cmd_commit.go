@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"warehouse-etl/config"
 	"warehouse-etl/pipeline"
@@ -26,50 +28,59 @@ environment:
   WAREHOUSE_CLEAR=1   replace an existing version with the staged shards
   WAREHOUSE_MAX_*, WAREHOUSE_*_ACTION   threshold overrides, as for build`
 
-func runCommit(ctx context.Context, env *environment, args []string) (err error) {
-	fs := newFlagSet(env, "commit", commitSynopsis)
-	configPath := fs.String("config", "", "build config file (JSON with comments): the one the partitions used")
-	workers := fs.Int("workers", 0, "scan and re-hash workers; 0 uses the config's workers (0 there = one per CPU)")
-	wait := fs.Duration("wait", 0, "wait up to this long for every partition to finish (a Kubernetes commit Job started beside the Indexed Job), e.g. 6h")
-	metricsFile := fs.String("metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too)")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// commitOptions are what commit runs with: its flags and its environment.
+type commitOptions struct {
+	Config      string
+	Workers     int
+	Wait        time.Duration
+	MetricsFile string
+	Log         logOptions
+	buildEnv
+}
+
+func (o *commitOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Config, "config", "", "build config file (JSON with comments): the one the partitions used")
+	fs.IntVar(&o.Workers, "workers", 0, "scan and re-hash workers; 0 uses the config's workers (0 there = one per CPU)")
+	fs.DurationVar(&o.Wait, "wait", 0, "wait up to this long for every partition to finish (a Kubernetes commit Job started beside the Indexed Job), e.g. 6h")
+	fs.StringVar(&o.MetricsFile, "metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too)")
+	o.Log.addFlags(fs)
+}
+
+// runCommit publishes the version opts.Config describes from its
+// partitions' staged shards.
+func runCommit(ctx context.Context, opts commitOptions, s streams) (err error) {
+	if err := requireFlags(flagValue{"config", opts.Config}); err != nil {
 		return err
 	}
-	if *configPath == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--config is required")}
-	}
-	if *wait < 0 {
-		return usageError{fmt.Errorf("--wait %v: must be >= 0", *wait)}
+	if opts.Wait < 0 {
+		return usageError{fmt.Errorf("--wait %v: must be >= 0", opts.Wait)}
 	}
 	var res *pipeline.Result
-	if *metricsFile != "" {
-		defer metricsOnExit(ctx, env, "commit", *metricsFile, *configPath, &res, &err)()
+	if opts.MetricsFile != "" {
+		defer metricsOnExit(ctx, s.stderr, "commit", opts.MetricsFile, opts.Config, &res, &err)()
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := config.Load(opts.Config)
 	if err != nil {
 		return usageError{err}
 	}
-	log, err := lf.logger(env.stderr)
+	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
 		return err
 	}
 	res, err = pipeline.Commit(ctx, pipeline.CommitOptions{
 		Options: pipeline.Options{
 			Config:  cfg,
-			Clear:   clearRequested(env.getenv("WAREHOUSE_CLEAR")),
-			Getenv:  env.getenv,
+			Clear:   opts.Clear,
+			Getenv:  opts.Getenv,
 			Logger:  log,
-			Workers: *workers,
+			Workers: opts.Workers,
 		},
-		Wait: *wait,
+		Wait: opts.Wait,
 	})
 	if err != nil {
 		return diskFull(err, cfg)
 	}
-	printBuildSummary(env.stderr, res)
-	fmt.Fprintln(env.stdout, res.Dir)
+	printBuildSummary(s.stderr, res)
+	fmt.Fprintln(s.stdout, res.Dir)
 	return nil
 }

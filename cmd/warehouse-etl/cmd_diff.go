@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -49,48 +50,57 @@ func (f limitFlag) Set(s string) error {
 	return nil
 }
 
-func runDiff(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "diff", diffSynopsis)
-	pathA := fs.String("tensor-warehouse", "", "version A, the candidate: a version directory or an output root with a latest pointer")
-	pathB := fs.String("against", "", "version B, the baseline, same forms")
-	asJSON := fs.Bool("json", false, "print the comparison as JSON instead of a table")
-	parquetOut := fs.String("parquet", "", "also write the comparison to this Parquet file (diff.parquet schema)")
-	limits := analytics.DefaultLimits()
-	fs.Var(limitFlag{&limits.TotalChange}, "max-total-change", "limit on the relative change of input samples")
-	fs.Var(limitFlag{&limits.RatioChange}, "max-ratio-change", "limit on the change of the kept/skipped/empty/invalid/missing and per-reason shares")
-	fs.Var(limitFlag{&limits.ClassShareChange}, "max-class-share-change", "limit on the change of each class's share of boxes")
-	fs.Var(limitFlag{&limits.BoxSizeKS}, "max-box-size-ks", "limit on the KS distance of box width, height and area")
-	fs.Var(limitFlag{&limits.ImageStatChange}, "max-image-stat-change", "limit on the change of each channel's image mean and std")
-	if err := parseFlags(fs, args); err != nil {
+// diffOptions are diff's flags.
+type diffOptions struct {
+	Path    string // A, the candidate
+	Against string // B, the baseline
+	JSON    bool
+	Parquet string
+	Limits  analytics.Limits
+}
+
+func (o *diffOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "version A, the candidate: a version directory or an output root with a latest pointer")
+	fs.StringVar(&o.Against, "against", "", "version B, the baseline, same forms")
+	fs.BoolVar(&o.JSON, "json", false, "print the comparison as JSON instead of a table")
+	fs.StringVar(&o.Parquet, "parquet", "", "also write the comparison to this Parquet file (diff.parquet schema)")
+	o.Limits = analytics.DefaultLimits()
+	fs.Var(limitFlag{&o.Limits.TotalChange}, "max-total-change", "limit on the relative change of input samples")
+	fs.Var(limitFlag{&o.Limits.RatioChange}, "max-ratio-change", "limit on the change of the kept/skipped/empty/invalid/missing and per-reason shares")
+	fs.Var(limitFlag{&o.Limits.ClassShareChange}, "max-class-share-change", "limit on the change of each class's share of boxes")
+	fs.Var(limitFlag{&o.Limits.BoxSizeKS}, "max-box-size-ks", "limit on the KS distance of box width, height and area")
+	fs.Var(limitFlag{&o.Limits.ImageStatChange}, "max-image-stat-change", "limit on the change of each channel's image mean and std")
+}
+
+// runDiff compares version opts.Path against opts.Against and prints the
+// comparison; past a drift limit it returns an *analytics.DriftError.
+func runDiff(ctx context.Context, opts diffOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}, flagValue{"against", opts.Against}); err != nil {
 		return err
 	}
-	if *pathA == "" || *pathB == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse and --against are required")}
-	}
 	var dirs [2]string
-	for i, p := range []string{*pathA, *pathB} {
+	for i, p := range []string{opts.Path, opts.Against} {
 		dir, err := warehouse.ResolveDir(p)
 		if err != nil {
 			return err
 		}
 		dirs[i] = dir
 	}
-	d, err := analytics.Compare(ctx, dirs[0], dirs[1], limits)
+	d, err := analytics.Compare(ctx, dirs[0], dirs[1], opts.Limits)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
+	if opts.JSON {
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(d); err != nil {
 			return err
 		}
 	} else {
-		printDiff(env.stdout, d)
+		printDiff(s.stdout, d)
 	}
-	if *parquetOut != "" {
-		if err := d.WriteParquet(*parquetOut); err != nil {
+	if opts.Parquet != "" {
+		if err := d.WriteParquet(opts.Parquet); err != nil {
 			return err
 		}
 	}

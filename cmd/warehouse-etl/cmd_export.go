@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -16,26 +18,26 @@ var exportFormats = []struct {
 	name, summary string
 	run           func(ctx context.Context, env *environment, args []string) error
 }{
-	{"parquet", "samples.parquet, runs.parquet, build.parquet for DuckDB/Polars (docs/format/parquet.md)", runExportParquet},
-	{"zarr", "a Zarr v3 store, sharding_indexed, for zarr-python/TensorStore/zarrita (docs/format/zarr.md)", runExportZarr},
+	{"parquet", "samples.parquet, runs.parquet, build.parquet for DuckDB/Polars (docs/format/parquet.md)", flagStep("export parquet", exportParquetSynopsis, runExportParquet)},
+	{"zarr", "a Zarr v3 store, sharding_indexed, for zarr-python/TensorStore/zarrita (docs/format/zarr.md)", flagStep("export zarr", exportZarrSynopsis, runExportZarr)},
 }
 
-func exportUsage(env *environment) {
-	fmt.Fprintf(env.stderr, "usage: warehouse-etl export <format> --tensor-warehouse PATH [flags]\n\nformats:\n")
+func exportUsage(w io.Writer) {
+	fmt.Fprintf(w, "usage: warehouse-etl export <format> --tensor-warehouse PATH [flags]\n\nformats:\n")
 	for _, f := range exportFormats {
-		fmt.Fprintf(env.stderr, "  %-9s %s\n", f.name, f.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", f.name, f.summary)
 	}
-	fmt.Fprintf(env.stderr, "\nRun 'warehouse-etl export <format> -h' for a format's flags.\n")
+	fmt.Fprintf(w, "\nRun 'warehouse-etl export <format> -h' for a format's flags.\n")
 }
 
-// runExport dispatches `export <format>`.
-func runExport(ctx context.Context, env *environment, args []string) error {
+// exportCommand dispatches `export <format>` to the format's flag step.
+func exportCommand(ctx context.Context, env *environment, args []string) error {
 	if len(args) == 0 {
-		exportUsage(env)
+		exportUsage(env.stderr)
 		return usageError{fmt.Errorf("export needs a format")}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		exportUsage(env)
+		exportUsage(env.stderr)
 		return flag.ErrHelp
 	}
 	for _, f := range exportFormats {
@@ -59,29 +61,34 @@ pointer. Builds write the same files; this refreshes a version built before
 they existed or after the export changed. Each file is replaced atomically,
 and only when all three were written. Holds the version's build lock.`
 
-func runExportParquet(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "export parquet", exportParquetSynopsis)
-	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// exportParquetOptions are export parquet's flags.
+type exportParquetOptions struct {
+	Path string
+	Log  logOptions
+}
+
+func (o *exportParquetOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	o.Log.addFlags(fs)
+}
+
+// runExportParquet rewrites the Parquet exports of the version at
+// opts.Path and prints the files written.
+func runExportParquet(ctx context.Context, opts exportParquetOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
 		return err
 	}
-	if *path == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse is required")}
-	}
-	log, err := lf.logger(env.stderr)
+	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
 		return err
 	}
-	dir, err := warehouse.ResolveDir(*path)
+	dir, err := warehouse.ResolveDir(opts.Path)
 	if err != nil {
 		return err
 	}
 	// The build lock keeps a WAREHOUSE_CLEAR rebuild from swapping the
 	// directory while we write into it.
-	lock, err := warehouse.Acquire(filepath.Dir(dir), filepath.Base(dir))
+	lock, err := outputroot.LockVersion(filepath.Dir(dir), filepath.Base(dir))
 	if err != nil {
 		return err
 	}
@@ -95,7 +102,7 @@ func runExportParquet(ctx context.Context, env *environment, args []string) erro
 		return err
 	}
 	for _, name := range []string{res.Files.Samples, res.Files.Runs, res.Files.Build} {
-		fmt.Fprintln(env.stdout, filepath.Join(dir, name))
+		fmt.Fprintln(s.stdout, filepath.Join(dir, name))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/shard"
 	"warehouse-etl/validate"
@@ -126,7 +127,7 @@ func TestExportParquetErrors(t *testing.T) {
 	}
 
 	// A build of the same version holds its lock: exit 5, nothing written.
-	lock, err := warehouse.Acquire(outRoot, filepath.Base(dir))
+	lock, err := outputroot.LockVersion(outRoot, filepath.Base(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestEnginesAnswerDocumentedQueries(t *testing.T) {
 				skippedWith[rec.Source] = map[validate.Reason]int64{}
 			}
 			if !rec.Kept {
-				skippedWith[rec.Source][reason]++
+				skippedWith[rec.Source][validate.Reason(reason)]++
 			}
 		}
 	}

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/verify"
 	"warehouse-etl/zarr"
 )
 
@@ -21,49 +22,60 @@ findings. STORE is written beside itself and renamed into place; an existing
 STORE must be a Zarr store and is replaced only when the new one is complete.
 Prints STORE.`
 
-func runExportZarr(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "export zarr", exportZarrSynopsis)
-	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	out := fs.String("out", "", "the Zarr store directory to write")
-	zstdLevel := fs.Int("zstd-level", 0, fmt.Sprintf("0 stores inner chunks uncompressed; 1..%d compresses each with zstd", zarr.MaxZstdLevel))
-	shardSamples := fs.Int("shard-samples", 0, "samples per Zarr shard; 0 = the warehouse's samples per shard")
-	verify := fs.String("verify", "full", "before exporting: full (re-hash every shard, read every value) or quick (manifest, sizes, headers)")
-	workers := fs.Int("workers", 0, "shard files written at once; 0 = one per CPU")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// exportZarrOptions are export zarr's flags.
+type exportZarrOptions struct {
+	Path         string
+	Out          string
+	ZstdLevel    int
+	ShardSamples int
+	Verify       string
+	Workers      int
+	Log          logOptions
+}
+
+func (o *exportZarrOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.StringVar(&o.Out, "out", "", "the Zarr store directory to write")
+	fs.IntVar(&o.ZstdLevel, "zstd-level", 0, fmt.Sprintf("0 stores inner chunks uncompressed; 1..%d compresses each with zstd", zarr.MaxZstdLevel))
+	fs.IntVar(&o.ShardSamples, "shard-samples", 0, "samples per Zarr shard; 0 = the warehouse's samples per shard")
+	fs.StringVar(&o.Verify, "verify", "full", "before exporting: full (re-hash every shard, read every value) or quick (manifest, sizes, headers)")
+	fs.IntVar(&o.Workers, "workers", 0, "shard files written at once; 0 = one per CPU")
+	o.Log.addFlags(fs)
+}
+
+// runExportZarr writes the version at opts.Path as the Zarr store
+// opts.Out and prints the store.
+func runExportZarr(ctx context.Context, opts exportZarrOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}, flagValue{"out", opts.Out}); err != nil {
 		return err
 	}
 	switch {
-	case *path == "" || *out == "":
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse and --out are required")}
-	case *zstdLevel < 0 || *zstdLevel > zarr.MaxZstdLevel:
-		return usageError{fmt.Errorf("--zstd-level %d: want 0..%d", *zstdLevel, zarr.MaxZstdLevel)}
-	case *shardSamples < 0 || *shardSamples > zarr.MaxChunksPerShard:
-		return usageError{fmt.Errorf("--shard-samples %d: want 0..%d", *shardSamples, zarr.MaxChunksPerShard)}
-	case *verify != "full" && *verify != "quick":
-		return usageError{fmt.Errorf("--verify %q: want full or quick", *verify)}
-	case *workers < 0:
-		return usageError{fmt.Errorf("--workers %d: want >= 0", *workers)}
+	case opts.ZstdLevel < 0 || opts.ZstdLevel > zarr.MaxZstdLevel:
+		return usageError{fmt.Errorf("--zstd-level %d: want 0..%d", opts.ZstdLevel, zarr.MaxZstdLevel)}
+	case opts.ShardSamples < 0 || opts.ShardSamples > zarr.MaxChunksPerShard:
+		return usageError{fmt.Errorf("--shard-samples %d: want 0..%d", opts.ShardSamples, zarr.MaxChunksPerShard)}
+	case opts.Verify != "full" && opts.Verify != "quick":
+		return usageError{fmt.Errorf("--verify %q: want full or quick", opts.Verify)}
+	case opts.Workers < 0:
+		return usageError{fmt.Errorf("--workers %d: want >= 0", opts.Workers)}
 	}
-	log, err := lf.logger(env.stderr)
+	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
 		return err
 	}
-	res, err := zarr.Export(ctx, *path, *out, zarr.ExportOptions{
-		Options:    zarr.Options{ZstdLevel: *zstdLevel, ShardSamples: *shardSamples, Workers: *workers, Logger: log},
-		VerifyFull: *verify == "full",
+	res, err := zarr.Export(ctx, opts.Path, opts.Out, zarr.ExportOptions{
+		Options:    zarr.Options{ZstdLevel: opts.ZstdLevel, ShardSamples: opts.ShardSamples, Workers: opts.Workers, Logger: log},
+		VerifyFull: opts.Verify == "full",
 	})
-	var findings *warehouse.FindingsError
+	var findings *verify.FindingsError
 	if errors.As(err, &findings) {
 		for _, f := range findings.Findings {
-			fmt.Fprintf(env.stderr, "  %s\n", f)
+			fmt.Fprintf(s.stderr, "  %s\n", f)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(env.stdout, res.Store)
+	fmt.Fprintln(s.stdout, res.Store)
 	return nil
 }

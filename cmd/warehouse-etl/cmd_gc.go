@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"time"
 
-	"warehouse-etl/warehouse"
+	"warehouse-etl/outputroot"
 )
 
 const gcSynopsis = `--output-root DIR --keep N [--keep-days D] [--dry-run] [--json]
@@ -19,57 +20,67 @@ temporary directories of builds that did not finish, never those of a
 running build. Prints what it removed, how much it freed and what it kept
 and why; --dry-run only says.`
 
-func runGC(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "gc", gcSynopsis)
-	root := fs.String("output-root", "", "the output root whose versions to collect")
-	keep := fs.Int("keep", 0, "how many of the newest versions to keep (>= 1)")
-	keepDays := fs.Float64("keep-days", 0, "also keep every version younger than this many days")
-	dryRun := fs.Bool("dry-run", false, "say what would be removed, remove nothing")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout")
-	if err := parseFlags(fs, args); err != nil {
+// gcOptions are gc's flags.
+type gcOptions struct {
+	OutputRoot string
+	Keep       int
+	KeepDays   float64
+	DryRun     bool
+	JSON       bool
+}
+
+func (o *gcOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.OutputRoot, "output-root", "", "the output root whose versions to collect")
+	fs.IntVar(&o.Keep, "keep", 0, "how many of the newest versions to keep (>= 1)")
+	fs.Float64Var(&o.KeepDays, "keep-days", 0, "also keep every version younger than this many days")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object on stdout")
+}
+
+// runGC collects old versions and stale temporaries under opts.OutputRoot
+// and prints what it removed and kept.
+func runGC(ctx context.Context, opts gcOptions, s streams) error {
+	if err := requireFlags(flagValue{"output-root", opts.OutputRoot}); err != nil {
 		return err
 	}
 	switch {
-	case *root == "":
-		fs.Usage()
-		return usageError{fmt.Errorf("--output-root is required")}
-	case *keep < 1:
-		return usageError{fmt.Errorf("--keep %d: keep at least 1 version", *keep)}
-	case *keepDays < 0:
-		return usageError{fmt.Errorf("--keep-days %v: must be >= 0", *keepDays)}
+	case opts.Keep < 1:
+		return usageError{fmt.Errorf("--keep %d: keep at least 1 version", opts.Keep)}
+	case opts.KeepDays < 0:
+		return usageError{fmt.Errorf("--keep-days %v: must be >= 0", opts.KeepDays)}
 	}
-	rep, err := warehouse.GC(*root, warehouse.GCOptions{Keep: *keep, KeepFor: time.Duration(*keepDays * float64(24*time.Hour)), DryRun: *dryRun})
+	rep, err := outputroot.GC(opts.OutputRoot, outputroot.GCOptions{Keep: opts.Keep, KeepFor: time.Duration(opts.KeepDays * float64(24*time.Hour)), DryRun: opts.DryRun})
 	if rep != nil {
-		if *asJSON {
-			enc := json.NewEncoder(env.stdout)
+		if opts.JSON {
+			enc := json.NewEncoder(s.stdout)
 			enc.SetIndent("", "  ")
 			out := struct {
 				Root   string `json:"root"`
 				DryRun bool   `json:"dry_run"`
 				Freed  int64  `json:"freed_bytes"`
-				*warehouse.GCReport
-			}{*root, *dryRun, freedBytes(rep), rep}
+				*outputroot.GCReport
+			}{opts.OutputRoot, opts.DryRun, freedBytes(rep), rep}
 			if jerr := enc.Encode(out); jerr != nil && err == nil {
 				err = jerr
 			}
 		} else {
 			verb := "removed"
-			if *dryRun {
+			if opts.DryRun {
 				verb = "would remove"
 			}
 			for _, r := range rep.Removed {
-				fmt.Fprintf(env.stdout, "%s %s (%.1f MB): %s\n", verb, r.Path, float64(r.Bytes)/1e6, r.Why)
+				fmt.Fprintf(s.stdout, "%s %s (%.1f MB): %s\n", verb, r.Path, float64(r.Bytes)/1e6, r.Why)
 			}
 			for _, k := range rep.Kept {
-				fmt.Fprintf(env.stdout, "kept %s: %s\n", k.Name, k.Why)
+				fmt.Fprintf(s.stdout, "kept %s: %s\n", k.Name, k.Why)
 			}
-			fmt.Fprintf(env.stdout, "%s %d directories, %.1f MB\n", verb, len(rep.Removed), float64(freedBytes(rep))/1e6)
+			fmt.Fprintf(s.stdout, "%s %d directories, %.1f MB\n", verb, len(rep.Removed), float64(freedBytes(rep))/1e6)
 		}
 	}
 	return err
 }
 
-func freedBytes(rep *warehouse.GCReport) int64 {
+func freedBytes(rep *outputroot.GCReport) int64 {
 	var n int64
 	for _, r := range rep.Removed {
 		n += r.Bytes

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -61,7 +62,7 @@ func TestGCCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := warehouse.Acquire(root, "v0123456789abcdef")
+	b, err := outputroot.LockVersion(root, "v0123456789abcdef")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestGCStagingDirectories(t *testing.T) {
 	// While a partition runs (version lock held shared), even an old one stays.
 	old := time.Now().Add(-72 * time.Hour)
 	filepath.WalkDir(staged[0], func(p string, _ fs.DirEntry, _ error) error { return os.Chtimes(p, old, old) })
-	lock, err := warehouse.AcquireShared(context.Background(), root, name, 0)
+	lock, err := outputroot.LockVersionShared(context.Background(), root, name, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"image"
 	"image/png"
@@ -30,23 +31,31 @@ with --png FILE it also renders sample N back to an RGB picture (the stored
 tensor de-normalized, boxes drawn in their class colour, the letterbox
 content outlined in grey) so a person can see that boxes and image line up.`
 
-func runInspect(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "inspect", inspectSynopsis)
-	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	asJSON := fs.Bool("json", false, "print one JSON object on stdout instead of the summary")
-	sampleIndex := fs.Int("sample", -1, "also show this sample (global index)")
-	pngPath := fs.String("png", "", "with --sample: render the sample with its boxes to this PNG file")
-	if err := parseFlags(fs, args); err != nil {
+// inspectOptions are inspect's flags.
+type inspectOptions struct {
+	Path   string
+	JSON   bool
+	Sample int // -1: none
+	PNG    string
+}
+
+func (o *inspectOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout instead of the summary")
+	fs.IntVar(&o.Sample, "sample", -1, "also show this sample (global index)")
+	fs.StringVar(&o.PNG, "png", "", "with --sample: render the sample with its boxes to this PNG file")
+}
+
+// runInspect prints the summary of the version at opts.Path, and with
+// opts.Sample one sample (rendered to opts.PNG).
+func runInspect(ctx context.Context, opts inspectOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
 		return err
 	}
-	if *path == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse is required")}
-	}
-	if *pngPath != "" && *sampleIndex < 0 {
+	if opts.PNG != "" && opts.Sample < 0 {
 		return usageError{fmt.Errorf("--png needs --sample N")}
 	}
-	dir, err := warehouse.ResolveDir(*path)
+	dir, err := warehouse.ResolveDir(opts.Path)
 	if err != nil {
 		return err
 	}
@@ -58,15 +67,15 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 	if report.ThresholdFindings == nil {
 		report.ThresholdFindings = []validate.Finding{}
 	}
-	for _, s := range m.Shards {
-		report.ShardFiles = append(report.ShardFiles, shardFileStatus(dir, s))
+	for _, sh := range m.Shards {
+		report.ShardFiles = append(report.ShardFiles, shardFileStatus(dir, sh))
 	}
 	if checked, err := warehouse.ShardsWithSampleChecksums(m); err != nil {
 		report.SampleChecksums = "unknown: " + err.Error()
 	} else {
 		report.SampleChecksums = sampleChecksumsText(checked, len(m.Shards))
 	}
-	if *sampleIndex >= 0 {
+	if opts.Sample >= 0 {
 		// Inspection is not training: a warehouse over its thresholds is
 		// still shown.
 		r, err := warehouse.Open(dir, warehouse.OpenOptions{IgnoreThresholds: true})
@@ -74,24 +83,24 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 		defer r.Close()
-		s, err := r.Sample(*sampleIndex)
+		sample, err := r.Sample(opts.Sample)
 		if err != nil {
 			return err
 		}
-		report.Sample = describeSample(m, s)
-		if *pngPath != "" {
-			if err := writePNG(*pngPath, render.Sample(m, s)); err != nil {
+		report.Sample = describeSample(m, sample)
+		if opts.PNG != "" {
+			if err := writePNG(opts.PNG, render.Sample(m, sample)); err != nil {
 				return err
 			}
-			report.Sample.PNG = *pngPath
+			report.Sample.PNG = opts.PNG
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
+	if opts.JSON {
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	printInspect(env.stdout, &report)
+	printInspect(s.stdout, &report)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,64 +70,95 @@ type loadReport struct {
 	SamplesVerified int64  `json:"samples_verified"`
 }
 
-func runLoad(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "load", loadSynopsis)
-	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	configPath := fs.String("config", "", "build config: read the version it builds (and the source, with --allow-live)")
-	allowLive := fs.Bool("allow-live", false, "decode from the config's source when the version was never built (development only)")
-	batch := fs.Int("batch", 32, "samples per batch")
-	epochs := fs.Int("epochs", 1, "epochs to read")
-	firstEpoch := fs.Int("first-epoch", 0, "epoch number of the first epoch (the order depends on it)")
-	rank := fs.Int("rank", 0, "this process's data-parallel rank")
-	world := fs.Int("world", 1, "data-parallel world size")
-	shuffleName := fs.String("shuffle", "global", "sample order per epoch: none (sequential), shard (shards and samples within them), global")
-	seed := fs.Uint64("seed", 0, "shuffle seed; every rank must use the same")
-	remainderName := fs.String("remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
-	prefetch := fs.Int("prefetch", 2, "batches filled ahead")
-	workers := fs.Int("workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
-	maxBatches := fs.Int("max-batches", 0, "stop each epoch after this many batches; 0 = all")
-	verifySums := fs.Bool("verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
-	noVerifySamples := fs.Bool("no-verify-samples", false, "hand samples out without checking their per-sample CRC-32C (benchmarks of the reads alone)")
-	recheckSamples := fs.Bool("recheck-samples", false, "check each sample's CRC-32C on every read, not only on its first")
-	ignoreThresholds := fs.Bool("ignore-thresholds", false, "read a warehouse whose summary exceeds its thresholds")
-	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// loadOptions are what load runs with: its flags and its environment.
+type loadOptions struct {
+	Path             string
+	Config           string
+	AllowLive        bool
+	Batch            int
+	Epochs           int
+	FirstEpoch       int
+	Rank             int
+	World            int
+	Shuffle          string
+	Seed             uint64
+	Remainder        string
+	Prefetch         int
+	Workers          int
+	MaxBatches       int
+	VerifyChecksums  bool
+	NoVerifySamples  bool
+	RecheckSamples   bool
+	IgnoreThresholds bool
+	JSON             bool
+	Log              logOptions
+
+	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
+	// WAREHOUSE_*_ACTION) a live source applies, as a build does.
+	Getenv func(string) string
+}
+
+func (o *loadOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.StringVar(&o.Config, "config", "", "build config: read the version it builds (and the source, with --allow-live)")
+	fs.BoolVar(&o.AllowLive, "allow-live", false, "decode from the config's source when the version was never built (development only)")
+	fs.IntVar(&o.Batch, "batch", 32, "samples per batch")
+	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to read")
+	fs.IntVar(&o.FirstEpoch, "first-epoch", 0, "epoch number of the first epoch (the order depends on it)")
+	fs.IntVar(&o.Rank, "rank", 0, "this process's data-parallel rank")
+	fs.IntVar(&o.World, "world", 1, "data-parallel world size")
+	fs.StringVar(&o.Shuffle, "shuffle", "global", "sample order per epoch: none (sequential), shard (shards and samples within them), global")
+	fs.Uint64Var(&o.Seed, "seed", 0, "shuffle seed; every rank must use the same")
+	fs.StringVar(&o.Remainder, "remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
+	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
+	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
+	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
+	fs.BoolVar(&o.VerifyChecksums, "verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
+	fs.BoolVar(&o.NoVerifySamples, "no-verify-samples", false, "hand samples out without checking their per-sample CRC-32C (benchmarks of the reads alone)")
+	fs.BoolVar(&o.RecheckSamples, "recheck-samples", false, "check each sample's CRC-32C on every read, not only on its first")
+	fs.BoolVar(&o.IgnoreThresholds, "ignore-thresholds", false, "read a warehouse whose summary exceeds its thresholds")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout")
+	o.Log.addFlags(fs)
+}
+
+func (o *loadOptions) readEnv(getenv func(string) string) { o.Getenv = getenv }
+
+// runLoad reads the warehouse at opts.Path (or the version opts.Config
+// builds, or with opts.AllowLive its source) as training does and prints
+// what the reads cost.
+func runLoad(ctx context.Context, opts loadOptions, s streams) error {
+	shuffle, err := warehouse.ParseShuffle(opts.Shuffle)
+	if err != nil {
+		return usageError{err}
+	}
+	remainder, err := warehouse.ParseRemainder(opts.Remainder)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := requireOneFlag(flagValue{"tensor-warehouse", opts.Path}, flagValue{"config", opts.Config}); err != nil {
 		return err
 	}
-	shuffle, err := warehouse.ParseShuffle(*shuffleName)
-	if err != nil {
-		return usageError{err}
-	}
-	remainder, err := warehouse.ParseRemainder(*remainderName)
-	if err != nil {
-		return usageError{err}
-	}
-	if *path == "" && *configPath == "" {
-		fs.Usage()
-		return usageError{errors.New("--tensor-warehouse or --config is required")}
-	}
-	if *allowLive && *configPath == "" {
+	if opts.AllowLive && opts.Config == "" {
 		return usageError{errors.New("--allow-live needs --config: live decoding reads the source and transforms the config names")}
 	}
-	if *epochs < 1 {
-		return usageError{fmt.Errorf("--epochs %d: must be >= 1", *epochs)}
+	if opts.Epochs < 1 {
+		return usageError{fmt.Errorf("--epochs %d: must be >= 1", opts.Epochs)}
 	}
-	if *noVerifySamples && *recheckSamples {
+	if opts.NoVerifySamples && opts.RecheckSamples {
 		return usageError{errors.New("--no-verify-samples and --recheck-samples contradict each other")}
 	}
-	log, err := lf.logger(env.stderr)
+	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
 		return err
 	}
+	path := opts.Path
 	var cfg *config.Config
-	if *configPath != "" {
-		if cfg, err = config.Load(*configPath); err != nil {
+	if opts.Config != "" {
+		if cfg, err = config.Load(opts.Config); err != nil {
 			return usageError{err}
 		}
-		if *path == "" {
-			if *path, err = pipeline.VersionDir(cfg); err != nil {
+		if path == "" {
+			if path, err = pipeline.VersionDir(cfg); err != nil {
 				return err
 			}
 		}
@@ -137,13 +169,13 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		src    warehouse.BatchSource
 		reader *warehouse.Reader
 		live   *pipeline.Live
-		rep    = loadReport{Shuffle: shuffle.String(), Remainder: remainder.String(), Rank: *rank, WorldSize: *world, BatchSize: *batch, Epochs: *epochs}
+		rep    = loadReport{Shuffle: shuffle.String(), Remainder: remainder.String(), Rank: opts.Rank, WorldSize: opts.World, BatchSize: opts.Batch, Epochs: opts.Epochs}
 	)
-	dir, resolveErr := warehouse.ResolveDir(*path)
+	dir, resolveErr := warehouse.ResolveDir(path)
 	switch {
 	case resolveErr == nil:
-		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: *ignoreThresholds, VerifyChecksums: *verifySums,
-			SkipSampleChecksums: *noVerifySamples, RecheckSamples: *recheckSamples})
+		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: opts.IgnoreThresholds, VerifyChecksums: opts.VerifyChecksums,
+			SkipSampleChecksums: opts.NoVerifySamples, RecheckSamples: opts.RecheckSamples})
 		if err != nil {
 			return err
 		}
@@ -158,29 +190,29 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		default:
 			rep.VerifySamples = "first read"
 		}
-	case *allowLive:
-		fmt.Fprintf(env.stderr, "\n%s\nWARNING: no warehouse at %s.\nWARNING: LIVE DECODING from %s: every sample is decoded, resized and\nWARNING: normalized on every read. This is a development fallback, far slower than a\nWARNING: warehouse and unchecked by verify. Build it: warehouse-etl build --config %s\n%s\n\n",
-			strings.Repeat("!", 78), *path, cfg.Resolve(cfg.Source.Root), *configPath, strings.Repeat("!", 78))
-		live, err = pipeline.OpenLive(ctx, pipeline.LiveOptions{Options: pipeline.Options{Config: cfg, Logger: log, Getenv: env.getenv}, IgnoreThresholds: *ignoreThresholds})
+	case opts.AllowLive:
+		fmt.Fprintf(s.stderr, "\n%s\nWARNING: no warehouse at %s.\nWARNING: LIVE DECODING from %s: every sample is decoded, resized and\nWARNING: normalized on every read. This is a development fallback, far slower than a\nWARNING: warehouse and unchecked by verify. Build it: warehouse-etl build --config %s\n%s\n\n",
+			strings.Repeat("!", 78), path, cfg.Resolve(cfg.Source.Root), opts.Config, strings.Repeat("!", 78))
+		live, err = pipeline.OpenLive(ctx, pipeline.LiveOptions{Options: pipeline.Options{Config: cfg, Logger: log, Getenv: opts.Getenv}, IgnoreThresholds: opts.IgnoreThresholds})
 		if err != nil {
 			return err
 		}
 		defer live.Close()
-		src, rep.Dir, rep.Live = live, *path, true
+		src, rep.Dir, rep.Live = live, path, true
 	default:
 		hint := "build it with `warehouse-etl build --config FILE`"
-		if *configPath != "" {
-			hint = fmt.Sprintf("build it with `warehouse-etl build --config %s`, or pass --allow-live to decode from the source (development only)", *configPath)
+		if opts.Config != "" {
+			hint = fmt.Sprintf("build it with `warehouse-etl build --config %s`, or pass --allow-live to decode from the source (development only)", opts.Config)
 		}
 		return fmt.Errorf("no warehouse to load: %v; %s", resolveErr, hint)
 	}
 
 	start := time.Now()
 	var first loadReport
-	for e := range *epochs {
-		opts := warehouse.BatchOptions{BatchSize: *batch, Seed: *seed, Epoch: *firstEpoch + e, Rank: *rank, WorldSize: *world,
-			Shuffle: shuffle, Remainder: remainder, Prefetch: *prefetch, Workers: *workers}
-		if err := loadEpoch(ctx, src, opts, *maxBatches, &rep, log); err != nil {
+	for e := range opts.Epochs {
+		bopts := warehouse.BatchOptions{BatchSize: opts.Batch, Seed: opts.Seed, Epoch: opts.FirstEpoch + e, Rank: opts.Rank, WorldSize: opts.World,
+			Shuffle: shuffle, Remainder: remainder, Prefetch: opts.Prefetch, Workers: opts.Workers}
+		if err := loadEpoch(ctx, src, bopts, opts.MaxBatches, &rep, log); err != nil {
 			return err
 		}
 		if e == 0 {
@@ -189,7 +221,7 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
-	if *epochs > 1 {
+	if opts.Epochs > 1 {
 		rep.LaterSeconds, rep.LaterSamples, rep.LaterBytes = rep.Seconds-first.Seconds, rep.Samples-first.Samples, rep.Bytes-first.Bytes
 		if rep.LaterSeconds > 0 {
 			rep.LaterGBPerSecond = float64(rep.LaterBytes) / 1e9 / rep.LaterSeconds
@@ -209,12 +241,12 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		rep.LiveFailed = live.Failed()
 	}
 	rep.Memory = mem.stop()
-	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
+	if opts.JSON {
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	printLoad(env.stdout, &rep)
+	printLoad(s.stdout, &rep)
 	return nil
 }
 

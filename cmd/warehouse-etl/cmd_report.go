@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"warehouse-etl/viewer"
@@ -18,50 +19,43 @@ version directory; nothing in the warehouse is written.`
 
 // reportOptions are report's flags.
 type reportOptions struct {
-	path        string
-	out         string
-	against     string
-	datasetRoot string
-	perReason   int
-	kept        int
-	log         logFlags
+	Path        string
+	Out         string
+	Against     string
+	DatasetRoot string
+	PerReason   int
+	Kept        int
+	Log         logOptions
 }
 
-func reportCommand(ctx context.Context, env *environment, args []string) error {
-	var opts reportOptions
-	fs := newFlagSet(env, "report", reportSynopsis)
-	fs.StringVar(&opts.path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	fs.StringVar(&opts.out, "out", "", "directory to write the report into (created)")
-	fs.StringVar(&opts.against, "against", "", "a second version to compare with (the drift page), same forms")
-	fs.StringVar(&opts.datasetRoot, "dataset-root", "", "where rejected samples' source images are (default: the manifest's dataset_root when absolute)")
-	fs.IntVar(&opts.perReason, "per-reason", 20, "samples shown per reason code")
-	fs.IntVar(&opts.kept, "kept", 48, "kept samples shown")
-	opts.log.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if opts.path == "" || opts.out == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse and --out are required")}
-	}
-	if opts.perReason < 1 || opts.kept < 1 {
-		return usageError{fmt.Errorf("--per-reason and --kept must be at least 1")}
-	}
-	return runReport(ctx, env, opts)
+func (o *reportOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.StringVar(&o.Out, "out", "", "directory to write the report into (created)")
+	fs.StringVar(&o.Against, "against", "", "a second version to compare with (the drift page), same forms")
+	fs.StringVar(&o.DatasetRoot, "dataset-root", "", "where rejected samples' source images are (default: the manifest's dataset_root when absolute)")
+	fs.IntVar(&o.PerReason, "per-reason", 20, "samples shown per reason code")
+	fs.IntVar(&o.Kept, "kept", 48, "kept samples shown")
+	o.Log.addFlags(fs)
 }
 
 // runReport writes the static report and prints its index page's path.
-func runReport(ctx context.Context, env *environment, opts reportOptions) error {
-	v, log, err := openViewer(env, opts.log, opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against})
+func runReport(ctx context.Context, opts reportOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}, flagValue{"out", opts.Out}); err != nil {
+		return err
+	}
+	if opts.PerReason < 1 || opts.Kept < 1 {
+		return usageError{fmt.Errorf("--per-reason and --kept must be at least 1")}
+	}
+	v, log, err := openViewer(s.stderr, opts.Log, opts.Path, viewer.Options{DatasetRoot: opts.DatasetRoot, Against: opts.Against})
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	res, err := v.WriteReport(ctx, opts.out, viewer.ReportOptions{PerReason: opts.perReason, Kept: opts.kept})
+	res, err := v.WriteReport(ctx, opts.Out, viewer.ReportOptions{PerReason: opts.PerReason, Kept: opts.Kept})
 	if err != nil {
 		return err
 	}
 	log.Info("report written", "dir", res.Dir, "pages", res.Pages, "images", res.Images, "sample_pages", res.Samples)
-	fmt.Fprintf(env.stdout, "%s/index.html\n", res.Dir)
+	fmt.Fprintf(s.stdout, "%s/index.html\n", res.Dir)
 	return nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,51 +27,32 @@ appeared, disappeared or changed reasons.
 It writes nothing, serves nothing outside the version directory and the
 dataset root, and holds the version's readers lock while it runs, so gc
 keeps the version. It binds to 127.0.0.1 unless --addr says otherwise;
-SIGINT stops it.`
+SIGINT stops it (exit 0). docs/viewer.md has the pages.`
 
 // serveOptions are serve's flags.
 type serveOptions struct {
-	path        string
-	against     string
-	addr        string
-	datasetRoot string
-	log         logFlags
+	Path        string
+	Against     string
+	Addr        string
+	DatasetRoot string
+	Log         logOptions
 	// ready, when set, receives the address the server listens on (tests
 	// pass --addr 127.0.0.1:0).
 	ready func(addr string)
 }
 
-func serveCommand(ctx context.Context, env *environment, args []string) error {
-	opts, err := parseServeFlags(env, args)
-	if err != nil {
-		return err
-	}
-	return runServe(ctx, env, opts)
-}
-
-// parseServeFlags fills serveOptions from the command line.
-func parseServeFlags(env *environment, args []string) (serveOptions, error) {
-	var opts serveOptions
-	fs := newFlagSet(env, "serve", serveSynopsis)
-	fs.StringVar(&opts.path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	fs.StringVar(&opts.against, "against", "", "a second version to compare with (the drift page), same forms")
-	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&opts.datasetRoot, "dataset-root", "", "where rejected samples' source images are (default: the manifest's dataset_root when absolute)")
-	opts.log.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return opts, err
-	}
-	if opts.path == "" {
-		fs.Usage()
-		return opts, usageError{fmt.Errorf("--tensor-warehouse is required")}
-	}
-	return opts, nil
+func (o *serveOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.StringVar(&o.Against, "against", "", "a second version to compare with (the drift page), same forms")
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	fs.StringVar(&o.DatasetRoot, "dataset-root", "", "where rejected samples' source images are (default: the manifest's dataset_root when absolute)")
+	o.Log.addFlags(fs)
 }
 
 // openViewer opens a version for serve and report with the logger their
 // flags ask for.
-func openViewer(env *environment, lf logFlags, path string, opts viewer.Options) (*viewer.Viewer, *slog.Logger, error) {
-	log, err := lf.logger(env.stderr)
+func openViewer(stderr io.Writer, lo logOptions, path string, opts viewer.Options) (*viewer.Viewer, *slog.Logger, error) {
+	log, err := lo.logger(stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -78,21 +61,25 @@ func openViewer(env *environment, lf logFlags, path string, opts viewer.Options)
 	return v, log, err
 }
 
-// runServe serves the viewer until ctx is cancelled.
-func runServe(ctx context.Context, env *environment, opts serveOptions) error {
-	v, log, err := openViewer(env, opts.log, opts.path, viewer.Options{DatasetRoot: opts.datasetRoot, Against: opts.against})
+// runServe serves the viewer until ctx is cancelled, then returns nil:
+// SIGINT is how a viewer is stopped, not a failure.
+func runServe(ctx context.Context, opts serveOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
+		return err
+	}
+	v, log, err := openViewer(s.stderr, opts.Log, opts.Path, viewer.Options{DatasetRoot: opts.DatasetRoot, Against: opts.Against})
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	ln, err := net.Listen("tcp", opts.addr)
+	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return usageError{fmt.Errorf("--addr: %w", err)}
 	}
 	srv := &http.Server{Handler: v.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	addr := ln.Addr().String()
 	log.Info("serving", "url", "http://"+addr+"/", "version", v.Dir())
-	fmt.Fprintf(env.stdout, "http://%s/\n", addr)
+	fmt.Fprintf(s.stdout, "http://%s/\n", addr)
 	if opts.ready != nil {
 		opts.ready(addr)
 	}
@@ -103,7 +90,6 @@ func runServe(ctx context.Context, env *environment, opts serveOptions) error {
 		return err
 	case <-ctx.Done():
 	}
-	// SIGINT is how a viewer is stopped: not a failure.
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {

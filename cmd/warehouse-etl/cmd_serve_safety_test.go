@@ -12,7 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"warehouse-etl/pipeline"
+	"warehouse-etl/analytics/records"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -49,7 +50,7 @@ func TestServeRefusesPathTricks(t *testing.T) {
 	recs := readSamples(t, dir)
 	// Two rejected samples whose source image the grid shows: one stays
 	// (the control), the other's image becomes a link out of the root.
-	var shown []pipeline.SampleRecord
+	var shown []records.SampleLine
 	for _, r := range recs {
 		if !r.Kept && len(r.Reasons) == 1 && (string(r.Reasons[0]) == "bbox_out_of_bounds" || string(r.Reasons[0]) == "invalid_bbox") {
 			shown = append(shown, r)
@@ -227,7 +228,7 @@ func TestServeWritesNothingAndHoldsReadersLock(t *testing.T) {
 	if _, ok := after[lock]; !ok {
 		t.Errorf("no readers lock %s while serving", lock)
 	}
-	rep, err := warehouse.GC(filepath.Dir(old), warehouse.GCOptions{Keep: 1})
+	rep, err := outputroot.GC(filepath.Dir(old), outputroot.GCOptions{Keep: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestServeWritesNothingAndHoldsReadersLock(t *testing.T) {
 		t.Fatalf("gc removed the version serve shows: %v (report %+v)", err, rep)
 	}
 	stop()
-	if _, err := warehouse.GC(filepath.Dir(old), warehouse.GCOptions{Keep: 1}); err != nil {
+	if _, err := outputroot.GC(filepath.Dir(old), outputroot.GCOptions{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(old); err == nil {

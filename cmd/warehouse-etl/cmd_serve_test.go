@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"warehouse-etl/pipeline"
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/validate"
 	"warehouse-etl/viewer/render"
 	"warehouse-etl/warehouse"
@@ -83,13 +83,14 @@ func startStoppableServe(t *testing.T, args ...string) (string, func()) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
-	env := &environment{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
-	opts, err := parseServeFlags(env, append([]string{"--addr", "127.0.0.1:0", "--quiet"}, args...))
-	if err != nil {
+	var opts serveOptions
+	fs := newFlagSet(io.Discard, "serve", serveSynopsis)
+	opts.addFlags(fs)
+	if err := parseFlags(fs, append([]string{"--addr", "127.0.0.1:0", "--quiet"}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	opts.ready = func(a string) { ready <- a }
-	go func() { done <- runServe(ctx, env, opts) }()
+	go func() { done <- runServe(ctx, opts, streams{stdout: io.Discard, stderr: &stderr}) }()
 	var addr string
 	select {
 	case addr = <-ready:
@@ -245,7 +246,7 @@ func matchCount(t *testing.T, dom string) int {
 }
 
 // seqsWith lists, in order, the samples.jsonl lines a predicate selects.
-func seqsWith(recs []pipeline.SampleRecord, keep func(pipeline.SampleRecord) bool) []int {
+func seqsWith(recs []records.SampleLine, keep func(records.SampleLine) bool) []int {
 	var out []int
 	for _, r := range recs {
 		if keep(r) {
@@ -292,15 +293,15 @@ func TestServeGridReasonFilterInBrowser(t *testing.T) {
 				}
 			}
 			if top != "" {
-				want := seqsWith(recs, func(r pipeline.SampleRecord) bool { return slices.Contains(reasonStrings(r), top) })
+				want := seqsWith(recs, func(r records.SampleLine) bool { return slices.Contains(reasonStrings(r), top) })
 				check("reason="+top, dumpDOM(t, base+"/samples?reason="+top), want)
 			}
 			for r := range m.Summary.Total.ByReason {
-				want := seqsWith(recs, func(rec pipeline.SampleRecord) bool { return slices.Contains(reasonStrings(rec), string(r)) })
+				want := seqsWith(recs, func(rec records.SampleLine) bool { return slices.Contains(reasonStrings(rec), string(r)) })
 				check("reason="+string(r), httpGet(t, base+"/samples?reason="+string(r)), want)
 			}
-			check("status=kept", httpGet(t, base+"/samples?status=kept"), seqsWith(recs, func(r pipeline.SampleRecord) bool { return r.Kept }))
-			check("status=rejected", httpGet(t, base+"/samples?status=rejected"), seqsWith(recs, func(r pipeline.SampleRecord) bool { return !r.Kept }))
+			check("status=kept", httpGet(t, base+"/samples?status=kept"), seqsWith(recs, func(r records.SampleLine) bool { return r.Kept }))
+			check("status=rejected", httpGet(t, base+"/samples?status=rejected"), seqsWith(recs, func(r records.SampleLine) bool { return !r.Kept }))
 		})
 	}
 }
@@ -365,7 +366,7 @@ func TestServeTileBoxesInScreenshot(t *testing.T) {
 			W, H := m.Transform.TargetWidth, m.Transform.TargetHeight
 			scale := min(1, 192/float64(max(W, H)))
 			tw, th := int(float64(W)*scale+0.5), int(float64(H)*scale+0.5)
-			kept := seqsWith(recs, func(r pipeline.SampleRecord) bool { return r.Kept })
+			kept := seqsWith(recs, func(r records.SampleLine) bool { return r.Kept })
 			// The first box among the first 12 kept tiles whose edges no
 			// other box or name label covers (the check points).
 			pick, pos := -1, -1
@@ -471,7 +472,7 @@ func ceil(x float64) float64 {
 
 // checkLabelBox compares a stored box with the label file's first box,
 // mapped through the letterbox samples.jsonl records.
-func checkLabelBox(t *testing.T, rec pipeline.SampleRecord, box [4]float32, w, h int) {
+func checkLabelBox(t *testing.T, rec records.SampleLine, box [4]float32, w, h int) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("../../testdata/capture", filepath.FromSlash(rec.LabelPath)))
 	if err != nil {
@@ -503,7 +504,7 @@ func checkLabelBox(t *testing.T, rec pipeline.SampleRecord, box [4]float32, w, h
 	t.Errorf("%s: stored box %v is none of the label's boxes through the letterbox %+v", rec.LabelPath, box, *rec.Letterbox)
 }
 
-func labelBoxIs(px, norm *[4]float64, rec pipeline.SampleRecord, box [4]float32, w, h int) bool {
+func labelBoxIs(px, norm *[4]float64, rec records.SampleLine, box [4]float32, w, h int) bool {
 	if px == nil {
 		n := norm
 		px = &[4]float64{n[0] * float64(rec.Width), n[1] * float64(rec.Height), n[2] * float64(rec.Width), n[3] * float64(rec.Height)}

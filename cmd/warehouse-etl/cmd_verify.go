@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -25,65 +27,73 @@ indices consistent. Prints each finding naming its file, and the command to
 run next; exits 7 when anything was found. A version built before manifests
 recorded these checksums is verified as before, with a note.`
 
-func runVerify(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "verify", verifySynopsis)
-	path := fs.String("tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
-	full := fs.Bool("full", false, "re-hash every shard and Zarr chunk file and check every value")
-	asJSON := fs.Bool("json", false, "print the findings as one JSON object on stdout")
-	workers := fs.Int("workers", 0, "shards and files checked at once; 0 = one per CPU")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// verifyOptions are verify's flags.
+type verifyOptions struct {
+	Path    string
+	Full    bool
+	JSON    bool
+	Workers int
+	Log     logOptions
+}
+
+func (o *verifyOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
+	fs.BoolVar(&o.Full, "full", false, "re-hash every shard and Zarr chunk file and check every value")
+	fs.BoolVar(&o.JSON, "json", false, "print the findings as one JSON object on stdout")
+	fs.IntVar(&o.Workers, "workers", 0, "shards and files checked at once; 0 = one per CPU")
+	o.Log.addFlags(fs)
+}
+
+// runVerify checks the version at opts.Path and prints its findings; a
+// finding is a *verify.FindingsError.
+func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
+	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
 		return err
 	}
-	if *path == "" {
-		fs.Usage()
-		return usageError{fmt.Errorf("--tensor-warehouse is required")}
-	}
-	log, err := lf.logger(env.stderr)
+	log, err := opts.Log.logger(s.stderr)
 	if err != nil {
 		return err
 	}
-	dir, err := warehouse.ResolveDir(*path)
+	dir, err := warehouse.ResolveDir(opts.Path)
 	if err != nil {
 		return err
 	}
-	res, err := warehouse.VerifyReport(ctx, dir, warehouse.VerifyOptions{Full: *full, Workers: *workers, Logger: log})
+	res, err := verify.Run(ctx, dir, verify.Options{Full: opts.Full, Workers: opts.Workers, Logger: log})
 	if err != nil {
 		return err
 	}
 	findings := res.Findings
-	next := verifyNext(dir, *full, findings)
-	if *asJSON {
+	next := verifyNext(dir, opts.Full, findings)
+	if opts.JSON {
 		out := struct {
-			Dir      string              `json:"dir"`
-			Full     bool                `json:"full"`
-			Count    int                 `json:"count"`
-			Findings []warehouse.Finding `json:"findings"`
-			Notes    []string            `json:"notes"`
-			Next     string              `json:"next"`
-		}{dir, *full, len(findings), findings, res.Notes, next}
+			Dir      string           `json:"dir"`
+			Full     bool             `json:"full"`
+			Count    int              `json:"count"`
+			Findings []verify.Finding `json:"findings"`
+			Notes    []string         `json:"notes"`
+			Next     string           `json:"next"`
+		}{dir, opts.Full, len(findings), findings, res.Notes, next}
 		if out.Findings == nil {
-			out.Findings = []warehouse.Finding{}
+			out.Findings = []verify.Finding{}
 		}
 		if out.Notes == nil {
 			out.Notes = []string{}
 		}
-		enc := json.NewEncoder(env.stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {
-		printFindings(env.stdout, dir, *full, findings, res.Notes, next)
+		printFindings(s.stdout, dir, opts.Full, findings, res.Notes, next)
 	}
 	if len(findings) > 0 {
-		return &warehouse.FindingsError{Dir: dir, Findings: findings}
+		return &verify.FindingsError{Dir: dir, Findings: findings}
 	}
 	return nil
 }
 
-func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Finding, notes []string, next string) {
+func printFindings(w io.Writer, dir string, full bool, findings []verify.Finding, notes []string, next string) {
 	mode := "quick: manifest and its digest, thresholds, every other file's sha256, shard presence, sizes and headers"
 	if full {
 		mode = "full: also every shard's and Zarr chunk's sha256 and every value"
@@ -116,7 +126,7 @@ func printFindings(w io.Writer, dir string, full bool, findings []warehouse.Find
 }
 
 // verifyNext is the command a person should run after this verification.
-func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
+func verifyNext(dir string, full bool, findings []verify.Finding) string {
 	if len(findings) == 0 {
 		if !full {
 			return fmt.Sprintf("warehouse-etl verify --tensor-warehouse %s --full   (re-hash every shard and read every value)", dir)
@@ -125,7 +135,7 @@ func verifyNext(dir string, full bool, findings []warehouse.Finding) string {
 	}
 	onlyThresholds := true
 	for _, f := range findings {
-		onlyThresholds = onlyThresholds && f.Kind == warehouse.FindingThreshold
+		onlyThresholds = onlyThresholds && f.Kind == verify.FindingThreshold
 	}
 	if onlyThresholds {
 		return fmt.Sprintf("warehouse-etl inspect --tensor-warehouse %s   (the data is intact but its validation summary exceeds the recorded limits: fix the inputs and rebuild, or read it anyway with load --ignore-thresholds)", dir)

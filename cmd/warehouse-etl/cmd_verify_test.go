@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
 
@@ -83,16 +84,16 @@ func TestVerifyCommand(t *testing.T) {
 	}
 	res = runCLI(t, context.Background(), nil, "verify", "--tensor-warehouse", dir, "--json", "--quiet")
 	var out struct {
-		Dir      string              `json:"dir"`
-		Full     bool                `json:"full"`
-		Count    int                 `json:"count"`
-		Findings []warehouse.Finding `json:"findings"`
-		Next     string              `json:"next"`
+		Dir      string           `json:"dir"`
+		Full     bool             `json:"full"`
+		Count    int              `json:"count"`
+		Findings []verify.Finding `json:"findings"`
+		Next     string           `json:"next"`
 	}
 	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, res.stdout)
 	}
-	want := warehouse.Finding{Kind: warehouse.FindingShardMissing, Shard: "shards/shard-00002.twh", Sample: -1,
+	want := verify.Finding{Kind: verify.FindingShardMissing, Shard: "shards/shard-00002.twh", Sample: -1,
 		Detail: filepath.Join(dir, "shards/shard-00002.twh") + ": missing: the manifest lists shard shard-00002"}
 	if res.code != exitFindings || out.Count != 1 || out.Findings[0] != want || out.Dir != dir || out.Full {
 		t.Fatalf("missing shard: exit %d, %+v", res.code, out)
@@ -264,8 +265,8 @@ func fileKind(rel string, shards map[string]bool) (kind string, bulk bool) {
 type verifyOutput struct {
 	code     int
 	stderr   string
-	Findings []warehouse.Finding `json:"findings"`
-	Notes    []string            `json:"notes"`
+	Findings []verify.Finding `json:"findings"`
+	Notes    []string         `json:"notes"`
 }
 
 // names reports whether a finding names the file rel: as its shard or
@@ -273,7 +274,7 @@ type verifyOutput struct {
 // alone), in the detail of a manifest_digest finding.
 func (o verifyOutput) names(rel string) bool {
 	for _, f := range o.Findings {
-		if f.Shard == rel || f.File == rel || f.Kind == warehouse.FindingManifestDigest && strings.Contains(f.Detail, rel) {
+		if f.Shard == rel || f.File == rel || f.Kind == verify.FindingManifestDigest && strings.Contains(f.Detail, rel) {
 			return true
 		}
 	}
@@ -337,7 +338,7 @@ func TestVerifyOlderAndUnsealedVersions(t *testing.T) {
 	if res.code != exitOK || !strings.Contains(res.stdout, "note: side files not covered") || !strings.Contains(res.stdout, "ok: "+old+" (full") {
 		t.Fatalf("older version: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	if out := verifyJSON(t, old, false); out.code != exitOK || len(out.Notes) != 1 || out.Notes[0] != warehouse.NoteUncovered {
+	if out := verifyJSON(t, old, false); out.code != exitOK || len(out.Notes) != 1 || out.Notes[0] != verify.NoteUncovered {
 		t.Fatalf("older version --json: exit %d notes %q", out.code, out.Notes)
 	}
 	if res := runCLI(t, context.Background(), nil, "load", "--tensor-warehouse", old, "--batch", "4", "--quiet"); res.code != exitOK {

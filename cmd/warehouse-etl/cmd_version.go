@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"debug/elf"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -11,16 +12,18 @@ import (
 	"warehouse-etl/transforms"
 )
 
-func runVersion(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "version", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+// versionOptions are version's flags: none.
+type versionOptions struct{}
+
+func (*versionOptions) addFlags(*flag.FlagSet) {}
+
+// runVersion prints the code version and what the binary was built with.
+func runVersion(ctx context.Context, opts versionOptions, s streams) error {
 	turbo := transforms.TurboJPEGVersion()
 	if turbo == "" {
 		turbo = "not linked (pure-Go build; -tags turbojpeg links it)"
 	}
-	fmt.Fprintf(env.stdout, "%s\ngo: %s %s/%s\nbinary: %s\nlibjpeg-turbo: %s\ndecoder: %s\n",
+	fmt.Fprintf(s.stdout, "%s\ngo: %s %s/%s\nbinary: %s\nlibjpeg-turbo: %s\ndecoder: %s\n",
 		pipeline.CodeVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH, linkage(), turbo, transforms.DecoderIdentity())
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"warehouse-etl/pipeline"
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
@@ -42,7 +42,7 @@ func letterboxRule(w, h, t int) (newW, newH, padX, padY int) {
 // indices in the shards of dir (target t x t, f32 boxes) with want, the
 // source annotations parsed by the test itself and keyed by image path:
 // each box clamped to its image, scaled into the letterbox and normalized.
-func checkLetterboxedBoxes(t *testing.T, dir string, target int, recs []pipeline.SampleRecord, want map[string][]pixelBox) (checked int) {
+func checkLetterboxedBoxes(t *testing.T, dir string, target int, recs []records.SampleLine, want map[string][]pixelBox) (checked int) {
 	t.Helper()
 	shards := map[string]*shard.Reader{}
 	defer func() {
@@ -64,10 +64,10 @@ func checkLetterboxedBoxes(t *testing.T, dir string, target int, recs []pipeline
 		}
 		i := int(r.ShardIndex)
 		m := sh.Meta(i)
-		if int(m.SrcWidth) != r.Width || int(m.SrcHeight) != r.Height {
+		if int64(m.SrcWidth) != r.Width || int64(m.SrcHeight) != r.Height {
 			t.Errorf("%s: meta source size %dx%d, scan said %dx%d", r.ImagePath, m.SrcWidth, m.SrcHeight, r.Width, r.Height)
 		}
-		newW, newH, padX, padY := letterboxRule(r.Width, r.Height, target)
+		newW, newH, padX, padY := letterboxRule(int(r.Width), int(r.Height), target)
 		if int(m.ResizedWidth) != newW || int(m.ResizedHeight) != newH || int(m.PadX) != padX || int(m.PadY) != padY {
 			t.Errorf("%s: letterbox %dx%d at (%d,%d), want %dx%d at (%d,%d)", r.ImagePath,
 				m.ResizedWidth, m.ResizedHeight, m.PadX, m.PadY, newW, newH, padX, padY)
@@ -110,7 +110,7 @@ func checkLetterboxedBoxes(t *testing.T, dir string, target int, recs []pipeline
 }
 
 // reasonStrings is a record's reasons as plain strings.
-func reasonStrings(r pipeline.SampleRecord) []string {
+func reasonStrings(r records.SampleLine) []string {
 	out := make([]string, len(r.Reasons))
 	for i, reason := range r.Reasons {
 		out[i] = fmt.Sprint(reason)
@@ -372,7 +372,7 @@ func TestYOLOEndToEnd(t *testing.T) {
 		}
 		if r.Kept {
 			label := strings.TrimSuffix(strings.Replace(r.ImagePath, "images/", "labels/", 1), filepath.Ext(r.ImagePath)) + ".txt"
-			wantBoxes[r.ImagePath] = yoloBoxes(t, filepath.Join(root, label), r.Width, r.Height)
+			wantBoxes[r.ImagePath] = yoloBoxes(t, filepath.Join(root, label), int(r.Width), int(r.Height))
 		}
 	}
 	if n := checkLetterboxedBoxes(t, dir, target, recs, wantBoxes); n < 40 {

@@ -19,7 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"warehouse-etl/pipeline"
+	"warehouse-etl/analytics/records"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
@@ -74,7 +75,7 @@ type cliResult struct {
 func runCLI(t *testing.T, ctx context.Context, env map[string]string, args ...string) cliResult {
 	t.Helper()
 	var out, errw bytes.Buffer
-	e := &environment{stdout: &out, stderr: &errw, getenv: func(k string) string { return env[k] }}
+	e := &environment{streams: streams{stdout: &out, stderr: &errw}, getenv: func(k string) string { return env[k] }}
 	code := run(ctx, e, args)
 	return cliResult{code, out.String(), errw.String()}
 }
@@ -88,18 +89,18 @@ func mustBuild(t *testing.T, cfgPath string, env map[string]string, extra ...str
 	return strings.TrimSpace(res.stdout), res
 }
 
-func readSamples(t *testing.T, dir string) []pipeline.SampleRecord {
+func readSamples(t *testing.T, dir string) []records.SampleLine {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, warehouse.SamplesName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var recs []pipeline.SampleRecord
+	var recs []records.SampleLine
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r pipeline.SampleRecord
+		var r records.SampleLine
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("samples.jsonl line %d: %v", len(recs), err)
 		}
@@ -359,7 +360,7 @@ func TestInterruptedBuildPublishesNothing(t *testing.T) {
 func TestLockedVersionExits5(t *testing.T) {
 	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
 	dir, _ := mustBuild(t, cfgPath, nil)
-	lock, err := warehouse.Acquire(outRoot, filepath.Base(dir))
+	lock, err := outputroot.LockVersion(outRoot, filepath.Base(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestDemoReasonsAndBoxes(t *testing.T) {
 			t.Errorf("%s is missing from samples.jsonl", path)
 		}
 	}
-	late := recs[slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool {
+	late := recs[slices.IndexFunc(recs, func(r records.SampleLine) bool {
 		return r.LabelPath == "run_1700000000123/labels/frame_00004.json"
 	})]
 	if !strings.Contains(late.Error, "png") {
@@ -455,9 +456,9 @@ func TestDemoReasonsAndBoxes(t *testing.T) {
 	// run_10 frame 0: 320x240 letterboxed into 384x384 is scale 1.2, 384x288
 	// at y offset 48. Its first box, bbox_px [200, 79, 297.5, 138], lands at
 	// x/384*1.2 and (y*1.2+48)/384, stored as f16.
-	i := slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool { return r.LabelPath == "run_10/labels/frame_00000.json" })
+	i := slices.IndexFunc(recs, func(r records.SampleLine) bool { return r.LabelPath == "run_10/labels/frame_00000.json" })
 	r := recs[i]
-	if r.Letterbox == nil || *r.Letterbox != (pipeline.Letterbox{ScaleX: 1.2, ScaleY: 1.2, ResizedWidth: 384, ResizedHeight: 288, PadX: 0, PadY: 48}) {
+	if r.Letterbox == nil || *r.Letterbox != (records.Letterbox{ScaleX: 1.2, ScaleY: 1.2, ResizedWidth: 384, ResizedHeight: 288, PadX: 0, PadY: 48}) {
 		t.Fatalf("letterbox %+v", r.Letterbox)
 	}
 	sh, err := shard.Open(filepath.Join(dir, "shards", r.Shard+".twh"))

@@ -6,8 +6,10 @@ import (
 	"flag"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
-	"warehouse-etl/warehouse"
+	"warehouse-etl/validate"
+	"warehouse-etl/verify"
 )
 
 // Exit codes; the usage text in main.go lists them for users.
@@ -36,11 +38,10 @@ var errUsageShown = usageError{errors.New("usage")}
 // exitCode is the one place that maps errors to exit codes.
 func exitCode(ctx context.Context, err error) int {
 	var (
-		threshold *pipeline.ThresholdError
+		threshold *validate.ThresholdError
 		stale     *pipeline.StaleError
 		drift     *analytics.DriftError
-		opened    *warehouse.ThresholdError
-		findings  *warehouse.FindingsError
+		findings  *verify.FindingsError
 		usage     usageError
 		config    *pipeline.ConfigError
 		partial   *pipeline.IncompleteError
@@ -52,13 +53,13 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &threshold), errors.As(err, &opened):
+	case errors.As(err, &threshold):
 		return exitThreshold
 	case errors.As(err, &stale):
 		return exitStale
 	case errors.As(err, &partial):
 		return exitIncomplete
-	case errors.Is(err, warehouse.ErrLocked):
+	case errors.Is(err, outputroot.ErrLocked):
 		return exitLocked
 	case errors.As(err, &drift):
 		return exitDrift

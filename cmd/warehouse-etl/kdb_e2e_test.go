@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"warehouse-etl/pipeline"
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -98,10 +98,10 @@ func pinnedKDBConfig(t *testing.T) (cfgPath, outRoot string) {
 	return cfgPath, outRoot
 }
 
-func checkKDBReasons(t *testing.T, recs []pipeline.SampleRecord, camera string) []pipeline.SampleRecord {
+func checkKDBReasons(t *testing.T, recs []records.SampleLine, camera string) []records.SampleLine {
 	t.Helper()
 	want := kdbReasons(camera)
-	var kept []pipeline.SampleRecord
+	var kept []records.SampleLine
 	k := 0
 	for _, ep := range kdbEpisodes {
 		for f := range max(ep.frames, 1) {
@@ -140,7 +140,7 @@ func TestKDBPinnedConfigEndToEnd(t *testing.T) {
 	dir, _ := mustBuild(t, cfgPath, nil)
 	recs := readSamples(t, dir)
 	kept := checkKDBReasons(t, recs, "front")
-	if late := recs[slices.IndexFunc(recs, func(r pipeline.SampleRecord) bool {
+	if late := recs[slices.IndexFunc(recs, func(r records.SampleLine) bool {
 		return r.Source == "demo.kdb/episode_10" && r.Frame == 3
 	})]; !strings.Contains(late.Error, "jpeg") {
 		t.Errorf("late decode failure without a JPEG error: %q", late.Error)

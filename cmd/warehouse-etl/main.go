@@ -1,6 +1,9 @@
 // Command warehouse-etl builds, checks and serves versioned tensor
-// warehouses. Each subcommand lives in its own cmd_<name>.go with a
-// testable run function; exit codes are decided in exitCode alone.
+// warehouses. Each subcommand lives in its own cmd_<name>.go: the options
+// its flags (and the environment variables it reads) fill, and its testable
+// run function, run<Name>(ctx, opts, streams); flagStep fills the options
+// from the arguments and calls it. Exit codes are decided in exitCode
+// alone.
 package main
 
 import (
@@ -14,33 +17,41 @@ import (
 	"syscall"
 )
 
-// command is one subcommand.
+// command is one subcommand; run runs it from its arguments.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *environment, args []string) error
 }
 
-// environment is what a subcommand may touch: the standard streams and the
-// process environment, injectable for tests.
-type environment struct {
+// streams are what a command's run function writes to.
+type streams struct {
 	stdout, stderr io.Writer
-	getenv         func(string) string
 	stderrIsTTY    bool
 }
 
+// environment is what main hands a command: its streams and the process
+// environment, injectable for tests. main is the one place that reads the
+// process environment (os.Getenv); a command's flag step reads the
+// variables it needs through getenv into its options (envReader), and its
+// run function and the library packages get them from there.
+type environment struct {
+	streams
+	getenv func(string) string
+}
+
 var commands = []command{
-	{"build", "build (or confirm up to date) the warehouse version a config describes", runBuild},
-	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", runCommit},
-	{"version", "print the code version", runVersion},
-	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", runVerify},
-	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", runInspect},
-	{"load", "read a warehouse the way training does and report throughput", runLoad},
-	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", runExport},
-	{"diff", "compare two versions; exit 6 past the drift limits", runDiff},
-	{"serve", "serve a read-only web viewer of a version (samples, rejections, runs, drift) on 127.0.0.1", serveCommand},
-	{"report", "write the viewer's overview and sample pages as static HTML with images (--out DIR)", reportCommand},
-	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", runGC},
+	{"build", "build (or confirm up to date) the warehouse version a config describes", flagStep("build", buildSynopsis, runBuild)},
+	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", flagStep("commit", commitSynopsis, runCommit)},
+	{"version", "print the code version", flagStep("version", "", runVersion)},
+	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", flagStep("verify", verifySynopsis, runVerify)},
+	{"inspect", "summarize a warehouse version; --sample N --png FILE renders a sample with its boxes", flagStep("inspect", inspectSynopsis, runInspect)},
+	{"load", "read a warehouse the way training does and report throughput", flagStep("load", loadSynopsis, runLoad)},
+	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", exportCommand},
+	{"diff", "compare two versions; exit 6 past the drift limits", flagStep("diff", diffSynopsis, runDiff)},
+	{"serve", "serve a read-only web viewer of a version (samples, rejections, runs, drift) on 127.0.0.1", flagStep("serve", serveSynopsis, runServe)},
+	{"report", "write the viewer's overview and sample pages as static HTML with images (--out DIR)", flagStep("report", reportSynopsis, runReport)},
+	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", flagStep("gc", gcSynopsis, runGC)},
 }
 
 const usageText = `usage: warehouse-etl <command> [flags]
@@ -74,7 +85,10 @@ func usage(w io.Writer) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	env := &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrIsTTY: isTerminal(os.Stderr)}
+	env := &environment{
+		streams: streams{stdout: os.Stdout, stderr: os.Stderr, stderrIsTTY: isTerminal(os.Stderr)},
+		getenv:  os.Getenv,
+	}
 	code := run(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(code)

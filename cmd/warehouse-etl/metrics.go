@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/pipeline"
 )
 
@@ -99,7 +99,7 @@ func writeBuildMetrics(path string, m buildMetrics) error {
 			gauge("warehouse_etl_build_samples_by_reason", "Samples of the version per reason code (a sample with two reasons counts under both).", reasons...)
 		}
 	}
-	return writeFileAtomic(path, []byte(b.String()))
+	return atomicfile.Write(path, []byte(b.String()), 0o644)
 }
 
 // escapeLabel escapes a label value for the text format.
@@ -125,30 +125,4 @@ func previousLastSuccess(path, config string) float64 {
 		}
 	}
 	return 0
-}
-
-// writeFileAtomic replaces path with data: a collector reading the file
-// sees the old or the new content, never half of one.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

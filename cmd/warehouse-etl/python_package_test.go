@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"warehouse-etl/shard"
+	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
 
@@ -391,7 +392,7 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 		if err == nil {
 			t.Fatalf("%s: the Go reader accepts it", tt.name)
 		}
-		var te *warehouse.ThresholdError
+		var te *validate.ThresholdError
 		c.Threshold = errors.As(err, &te)
 		c.GoError = err.Error()
 		out = append(out, c)

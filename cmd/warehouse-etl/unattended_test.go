@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -127,7 +128,7 @@ func TestBuildLockWait(t *testing.T) {
 	cfgPath, outRoot := writeConfig(t, demoRoot(t), map[string]any{"target_size": []int{40, 24}, "shard_target_mb": 0.05})
 	dir, _ := mustBuild(t, cfgPath, nil, "--quiet")
 	name := filepath.Base(dir)
-	held, err := warehouse.Acquire(outRoot, name)
+	held, err := outputroot.LockVersion(outRoot, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,8 +119,9 @@ func pinnedWShardOverrides(t *testing.T) map[string]any {
 	if err := json.Unmarshal(raw, &thresholds); err != nil {
 		t.Fatal(err)
 	}
+	ws := cfg.Source.Settings.(*wshard.Settings)
 	return map[string]any{
-		"source":          map[string]any{"kind": cfg.Source.Kind, "root": wshardDemoRoot(t), "camera": cfg.Source.Camera, "extras": cfg.Source.Extras},
+		"source":          map[string]any{"kind": cfg.Source.Kind, "root": wshardDemoRoot(t), "camera": ws.Camera, "extras": ws.Extras},
 		"target_size":     cfg.TargetSize,
 		"resize_mode":     cfg.ResizeMode,
 		"dtype":           cfg.DType,
@@ -181,7 +182,7 @@ func TestWShardDemoEndToEnd(t *testing.T) {
 			r := recs[k]
 			k++
 			key := fmt.Sprintf("%s#%d", ep.name, f)
-			if r.Source != ep.name || r.SourceIndex != int32(i) || r.Frame != uint64(f) {
+			if r.Source != ep.name || r.SourceIndex != int64(i) || r.Frame != uint64(f) {
 				t.Fatalf("line %d is %s#%d (index %d), want %s", r.Seq, r.Source, r.Frame, r.SourceIndex, key)
 			}
 			var got []string
@@ -241,8 +242,8 @@ func TestWShardDemoEndToEnd(t *testing.T) {
 		// The centre of the moving square, mapped through the letterbox.
 		W, H := 64, 64
 		lb := r.Letterbox
-		x := int((float64((2+tStep)%18)+3)*lb.ScaleX) + lb.PadX
-		y := int(8*lb.ScaleY) + lb.PadY
+		x := int((float64((2+tStep)%18)+3)*lb.ScaleX) + int(lb.PadX)
+		y := int(8*lb.ScaleY) + int(lb.PadY)
 		want := [3]float32{250, 220, 40}
 		if ep.gray {
 			want = [3]float32{250, 250, 250}

@@ -466,7 +466,7 @@ class Layout:
 
 def manifest_layout(m):
     """The layout every shard of m must have, from the manifest alone, checked against
-    every shard entry (Go: manifestLayout). Raises ValueError with the Go wording."""
+    every shard entry (Go: warehouse.ManifestLayout). Raises ValueError with the Go wording."""
     name = m["default_dtype"]
     if name not in DTYPE_TAGS:
         raise ValueError(f"default_dtype: shard: unknown dtype {quote(name)} (want F32, F16 or U8)")

@@ -61,6 +61,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -94,7 +95,7 @@ type Options struct {
 type Source struct {
 	root    string
 	opts    Options
-	entries []sources.SourceEntry // the runs of the last Scan
+	entries []warehouse.SourceEntry // the runs of the last Scan
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -139,9 +140,9 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 	if err != nil {
 		return err
 	}
-	s.entries = make([]sources.SourceEntry, len(runs))
+	s.entries = make([]warehouse.SourceEntry, len(runs))
 	for i, run := range runs {
-		s.entries[i] = sources.SourceEntry{Index: i, Name: run}
+		s.entries[i] = warehouse.SourceEntry{Index: i, Name: run}
 	}
 	var seq int64
 	for i, run := range runs {
@@ -351,7 +352,7 @@ func (s *Source) ReadImage(smp *sources.Sample) (sources.Image, error) {
 }
 
 // Entries lists the runs of the last Scan, labels or not.
-func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.entries }
 
 // Extras: capture runs carry no per-sample extras.
 func (s *Source) Extras() []sources.ExtraSpec { return nil }

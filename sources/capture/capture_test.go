@@ -15,6 +15,7 @@ import (
 	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // The shared test helpers (internal/testfiles).
@@ -416,8 +417,8 @@ func TestFingerprint(t *testing.T) {
 		}
 		return nil
 	})
-	var got []sources.FileInfo
-	if err := newSource(t, root, Options{}).Fingerprint(context.Background(), func(fi sources.FileInfo) error {
+	var got []warehouse.FileEntry
+	if err := newSource(t, root, Options{}).Fingerprint(context.Background(), func(fi warehouse.FileEntry) error {
 		got = append(got, fi)
 		return nil
 	}); err != nil {

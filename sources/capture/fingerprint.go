@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
 // Fingerprint calls fn for the files of every run, runs in natural order,
@@ -24,7 +25,7 @@ import (
 //
 // Step 4 reads the labels again so that the fingerprint covers every file
 // Scan reads. overlays/ and anything else in a run are not listed.
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	runs, err := s.runs()
 	if err != nil {
 		return err
@@ -37,9 +38,9 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 	return nil
 }
 
-func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(sources.FileInfo) error) error {
+func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehouse.FileEntry) error) error {
 	emit := func(rel string, st fs.FileInfo) error {
-		return fn(sources.FileInfo{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()})
+		return fn(warehouse.FileEntry{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()})
 	}
 	runDir := filepath.Join(s.root, run)
 	st, err := os.Lstat(filepath.Join(runDir, "run_manifest.json"))

@@ -144,6 +144,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -168,7 +169,7 @@ type Source struct {
 	opts        Options
 	log         *slog.Logger
 	doc         *document
-	entries     []sources.SourceEntry // of the last Scan
+	entries     []warehouse.SourceEntry // of the last Scan
 }
 
 var (
@@ -262,13 +263,13 @@ func (s *Source) Classes() []sources.ClassKey { return slices.Clone(s.doc.cats) 
 
 // Entries describes the annotations file after a Scan: the counts of its
 // arrays and info.description and info.version when present.
-func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.entries }
 
 // Extras: COCO images carry no per-sample extras.
 func (s *Source) Extras() []sources.ExtraSpec { return nil }
 
 // entry is the source entry of the file.
-func (s *Source) entry() sources.SourceEntry {
+func (s *Source) entry() warehouse.SourceEntry {
 	d := s.doc
 	attrs := map[string]string{
 		"file":              s.base,
@@ -289,13 +290,13 @@ func (s *Source) entry() sources.SourceEntry {
 	if d.hasVersion {
 		attrs["version"] = d.version
 	}
-	return sources.SourceEntry{Index: 0, Name: s.base, Attributes: attrs}
+	return warehouse.SourceEntry{Index: 0, Name: s.base, Attributes: attrs}
 }
 
 // Scan calls fn for every sample in the order of the package
 // documentation. Only image headers are read.
 func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
-	s.entries = []sources.SourceEntry{s.entry()}
+	s.entries = []warehouse.SourceEntry{s.entry()}
 	var seq int64
 	emit := func(smp *sources.Sample) error {
 		smp.Seq = seq

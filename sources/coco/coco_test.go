@@ -13,6 +13,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // TestReasons scans small documents and compares every sample:
@@ -468,7 +469,7 @@ func TestEntries(t *testing.T) {
 		t.Errorf("Entries before Scan: %v", got)
 	}
 	scanAll(t, src)
-	want := []sources.SourceEntry{{Index: 0, Name: "instances.json", Attributes: map[string]string{
+	want := []warehouse.SourceEntry{{Index: 0, Name: "instances.json", Attributes: map[string]string{
 		"file": "instances.json", "images": "2", "annotations": "5", "categories": "2", "crowd_annotations": "2",
 		"unknown_image_ids": "1", "annotations_without_image": "1", "description": "demo set", "version": "1.0",
 	}}}

@@ -13,6 +13,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // The demo dataset written by testdata/cocogen.
@@ -126,7 +127,7 @@ func TestDemo(t *testing.T) {
 	}
 	// The fingerprint lists every image the scan read.
 	var paths []string
-	if err := src.Fingerprint(context.Background(), func(fi sources.FileInfo) error {
+	if err := src.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error {
 		paths = append(paths, fi.Path)
 		return nil
 	}); err != nil {

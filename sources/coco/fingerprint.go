@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
 // AnnotationsPrefix starts the fingerprint path of the annotations file:
@@ -23,7 +24,7 @@ const AnnotationsPrefix = "//annotations/"
 // file (symbolic links followed), relative to the image root. It reads
 // the annotations file again and fails if its content is no longer what
 // New read: the samples would not match the listing.
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	fi, err := s.annotationsInfo()
 	if err != nil {
 		return err
@@ -47,7 +48,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 		st, err := os.Stat(filepath.Join(s.root, filepath.FromSlash(im.name)))
 		switch {
 		case err == nil && st.Mode().IsRegular():
-			if err := fn(sources.FileInfo{Path: im.name, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
+			if err := fn(warehouse.FileEntry{Path: im.name, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
 				return err
 			}
 		case err == nil || sources.NotFound(err):
@@ -59,24 +60,24 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 }
 
 // annotationsInfo hashes the annotations file.
-func (s *Source) annotationsInfo() (sources.FileInfo, error) {
+func (s *Source) annotationsInfo() (warehouse.FileEntry, error) {
 	f, err := os.Open(s.annotations)
 	if err != nil {
-		return sources.FileInfo{}, fmt.Errorf("coco: fingerprint: %w", err)
+		return warehouse.FileEntry{}, fmt.Errorf("coco: fingerprint: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return sources.FileInfo{}, fmt.Errorf("coco: fingerprint: %w", err)
+		return warehouse.FileEntry{}, fmt.Errorf("coco: fingerprint: %w", err)
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return sources.FileInfo{}, fmt.Errorf("coco: fingerprint %s: %w", s.annotations, err)
+		return warehouse.FileEntry{}, fmt.Errorf("coco: fingerprint %s: %w", s.annotations, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if sum != s.doc.sha256 || n != s.doc.size {
-		return sources.FileInfo{}, fmt.Errorf("coco: %s changed since it was read; rerun the build", s.annotations)
+		return warehouse.FileEntry{}, fmt.Errorf("coco: %s changed since it was read; rerun the build", s.annotations)
 	}
-	return sources.FileInfo{Path: AnnotationsPrefix + s.base, Size: n, MtimeNs: st.ModTime().UnixNano(), SHA256: sum}, nil
+	return warehouse.FileEntry{Path: AnnotationsPrefix + s.base, Size: n, MtimeNs: st.ModTime().UnixNano(), SHA256: sum}, nil
 }

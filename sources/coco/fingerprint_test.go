@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
-func fingerprint(t *testing.T, src *Source) ([]sources.FileInfo, error) {
+func fingerprint(t *testing.T, src *Source) ([]warehouse.FileEntry, error) {
 	t.Helper()
-	var out []sources.FileInfo
-	err := src.Fingerprint(context.Background(), func(fi sources.FileInfo) error {
+	var out []warehouse.FileEntry
+	err := src.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error {
 		out = append(out, fi)
 		return nil
 	})
@@ -58,7 +58,7 @@ func TestFingerprint(t *testing.T) {
 	src := newSourceT(t, annPath, root)
 	sum := sha256.Sum256([]byte(d))
 	ns := mtime.UnixNano()
-	want := []sources.FileInfo{
+	want := []warehouse.FileEntry{
 		{Path: "//annotations/instances.json", Size: int64(len(d)), MtimeNs: ns, SHA256: hex.EncodeToString(sum[:])},
 		{Path: "sub/a.png", Size: int64(len(png)), MtimeNs: ns},
 		{Path: "bad.png", Size: 12, MtimeNs: ns},
@@ -89,7 +89,7 @@ func TestFingerprint(t *testing.T) {
 	}
 
 	stop := errors.New("stop")
-	if err := src.Fingerprint(context.Background(), func(sources.FileInfo) error { return stop }); err != stop {
+	if err := src.Fingerprint(context.Background(), func(warehouse.FileEntry) error { return stop }); err != stop {
 		t.Errorf("Fingerprint returned %v, want the callback's error", err)
 	}
 

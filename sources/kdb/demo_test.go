@@ -15,6 +15,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // The demo file testdata/kdb/demo.kdb is written by testdata/kdbgen from
@@ -345,7 +346,7 @@ func checkDemoExtras(t *testing.T, id uint64, tt, n int, got []float32) {
 	}
 }
 
-func checkDemoEntries(t *testing.T, entries []sources.SourceEntry, camera string) {
+func checkDemoEntries(t *testing.T, entries []warehouse.SourceEntry, camera string) {
 	t.Helper()
 	if len(entries) != len(demoScanOrder) {
 		t.Fatalf("%d entries", len(entries))
@@ -464,11 +465,11 @@ func TestDemoFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []sources.FileInfo
-	if err := s.Fingerprint(context.Background(), func(fi sources.FileInfo) error { got = append(got, fi); return nil }); err != nil {
+	var got []warehouse.FileEntry
+	if err := s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error { got = append(got, fi); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	want := []sources.FileInfo{{Path: "demo.kdb", Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}}
+	want := []warehouse.FileEntry{{Path: "demo.kdb", Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}}
 	if !slices.Equal(got, want) {
 		t.Errorf("fingerprint %v, want %v", got, want)
 	}

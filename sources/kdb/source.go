@@ -17,6 +17,7 @@ import (
 	"warehouse-etl/sources"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -99,7 +100,7 @@ type Source struct {
 	camera   string
 	extras   []sources.ExtraSpec
 	dims     struct{ state, action int }
-	entries  []sources.SourceEntry // of the last Scan
+	entries  []warehouse.SourceEntry // of the last Scan
 }
 
 type openFile struct {
@@ -328,7 +329,7 @@ func (s *Source) Extras() []sources.ExtraSpec { return s.extras }
 
 // Entries describes the episodes of the last Scan: file, episode_id, task,
 // embodiment, fps, success, total_reward and the index's dimensions.
-func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.entries }
 
 // Close releases the files. The Source is unusable afterwards.
 func (s *Source) Close() error {
@@ -342,7 +343,7 @@ func (s *Source) Close() error {
 
 // Fingerprint lists every .kdb file with the size and mtime of the open
 // file, so it describes exactly the bytes Scan and ReadImage read.
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	for _, f := range s.files {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -351,7 +352,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 		if err != nil {
 			return fmt.Errorf("kdb: %s: %w", f.rel, err)
 		}
-		if err := fn(sources.FileInfo{Path: f.rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
+		if err := fn(warehouse.FileEntry{Path: f.rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
 			return err
 		}
 	}
@@ -363,7 +364,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 // configured, the headers of its image records and, for a compressed
 // image of the camera, the few KiB its size needs; never image data.
 func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
-	s.entries = make([]sources.SourceEntry, 0, len(s.episodes))
+	s.entries = make([]warehouse.SourceEntry, 0, len(s.episodes))
 	var seq int64
 	for idx, ep := range s.episodes {
 		if err := s.scanEpisode(ctx, idx, ep, &seq, fn); err != nil {
@@ -385,7 +386,7 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 		"camera":     s.camera,
 		"version":    fmt.Sprintf("%d.%d", f.Header().VersionMajor, f.Header().VersionMinor),
 	}
-	s.entries = append(s.entries, sources.SourceEntry{Index: idx, Name: ep.name, Attributes: attrs})
+	s.entries = append(s.entries, warehouse.SourceEntry{Index: idx, Name: ep.name, Attributes: attrs})
 	warn := func(msg string, err error) {
 		s.log.Warn(msg, "file", of.rel, "episode", ep.name, "err", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string][]byte) {
@@ -134,7 +135,7 @@ func TestSeveralFiles(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var paths []string
-	if err := s.Fingerprint(context.Background(), func(fi sources.FileInfo) error { paths = append(paths, fi.Path); return nil }); err != nil {
+	if err := s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error { paths = append(paths, fi.Path); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(paths, []string{"run_2.kdb", "run_10.kdb"}) {

@@ -15,6 +15,7 @@ import (
 	"warehouse-etl/sources/roverd/avi"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // cameraInfo is what ReadImage needs to reopen a dataset's camera.
@@ -424,7 +425,7 @@ func (c *readerCache) put(i int, r cameraReader) {
 // and, within one, by path: the meta.json, ts and used channel files of
 // the camera sensor and of every extras sensor. Other sensors are listed
 // by Scan but not read, and not fingerprinted.
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	datasets, err := s.datasets()
 	if err != nil {
 		return err
@@ -441,7 +442,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 			st, err := os.Lstat(filepath.Join(ds.dir, filepath.FromSlash(f)))
 			switch {
 			case err == nil && st.Mode().IsRegular():
-				if err := fn(sources.FileInfo{Path: ds.relPath(f), Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
+				if err := fn(warehouse.FileEntry{Path: ds.relPath(f), Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
 					return err
 				}
 			case err == nil || errors.Is(err, fs.ErrNotExist):

@@ -89,6 +89,7 @@ import (
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/roverd/xzstream"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -144,7 +145,7 @@ type Source struct {
 	shapes   [][]int // each extra's shape, as in specs
 	tolerSec float64
 
-	entries []sources.SourceEntry
+	entries []warehouse.SourceEntry
 	cams    []*cameraInfo // per dataset of the last Scan; nil for a placeholder
 	readers readerCache
 }
@@ -278,7 +279,7 @@ func (s *Source) Kind() string { return Kind }
 func (s *Source) Extras() []sources.ExtraSpec { return s.specs }
 
 // Entries describes the datasets of the last Scan.
-func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.entries }
 
 // dataset is one recording folder.
 type dataset struct {
@@ -456,7 +457,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 	if err != nil {
 		return err
 	}
-	s.entries = make([]sources.SourceEntry, len(datasets))
+	s.entries = make([]warehouse.SourceEntry, len(datasets))
 	s.cams = make([]*cameraInfo, len(datasets))
 	s.readers.reset()
 	var seq int64
@@ -473,7 +474,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 
 func (s *Source) scanDataset(ctx context.Context, i int, ds dataset, seq *int64, fn func(*sources.Sample) error) error {
 	attrs := map[string]string{"sensors": strings.Join(ds.sensors, ",")} // filled in as the dataset is read
-	s.entries[i] = sources.SourceEntry{Index: i, Name: ds.name, Attributes: attrs}
+	s.entries[i] = warehouse.SourceEntry{Index: i, Name: ds.name, Attributes: attrs}
 	emit := func(smp *sources.Sample) error {
 		smp.Seq, smp.Source, smp.SourceIndex = *seq, ds.name, int32(i)
 		*seq++

@@ -15,6 +15,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // The demo scan against the generator's formulas: one sample per camera
@@ -166,7 +167,7 @@ func TestRootIsADataset(t *testing.T) {
 		t.Fatalf("%d samples, first %+v", len(samples), samples[0])
 	}
 	var paths []string
-	s.Fingerprint(context.Background(), func(fi sources.FileInfo) error { paths = append(paths, fi.Path); return nil })
+	s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error { paths = append(paths, fi.Path); return nil })
 	if paths[0] != "camera/meta.json" {
 		t.Fatalf("fingerprint paths %v", paths)
 	}
@@ -178,7 +179,7 @@ func TestRootIsADataset(t *testing.T) {
 func TestFingerprintDemo(t *testing.T) {
 	s := mustNew(t, demoRoot, demoOptions())
 	var got []string
-	err := s.Fingerprint(context.Background(), func(fi sources.FileInfo) error {
+	err := s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error {
 		st, err := os.Stat(filepath.Join(demoRoot, fi.Path))
 		if err != nil || st.Size() != fi.Size || st.ModTime().UnixNano() != fi.MtimeNs {
 			t.Errorf("%s: recorded %d bytes, %v", fi.Path, fi.Size, err)
@@ -201,7 +202,7 @@ func TestFingerprintDemo(t *testing.T) {
 	// Without extras only the camera is read.
 	s = mustNew(t, demoRoot, Options{})
 	got = got[:0]
-	s.Fingerprint(context.Background(), func(fi sources.FileInfo) error { got = append(got, fi.Path); return nil })
+	s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error { got = append(got, fi.Path); return nil })
 	if len(got) != 6 || got[0] != "drive_2/camera/meta.json" {
 		t.Fatalf("camera-only fingerprint %v", got)
 	}
@@ -269,7 +270,7 @@ type damage struct {
 	name   string
 	apply  func(t *testing.T, root string)
 	opts   func(*Options)
-	check  func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry)
+	check  func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry)
 	noScan bool
 }
 
@@ -300,7 +301,7 @@ func every(t *testing.T, samples []*sources.Sample, source string, want ...valid
 
 // placeholder checks that a dataset is one placeholder sample with reason
 // and its entry's error.
-func placeholder(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry, source string, reason validate.Reason, msg string) {
+func placeholder(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry, source string, reason validate.Reason, msg string) {
 	t.Helper()
 	rs := reasonsOf(samples, source)
 	if len(rs) != 1 || !slices.Equal(rs[0], []validate.Reason{reason}) {
@@ -327,68 +328,68 @@ func TestDamagedDatasets(t *testing.T) {
 	tests := []damage{
 		{name: "camera meta.json is not JSON", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "camera", "meta.json"), []byte("{ts: raw"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonBadSchema,
 				"roverd: bad meta.json: not a JSON object: invalid character 't' looking for beginning of object key string")
 			drive10Clean(t, samples)
 		}},
 		{name: "video type unknown", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"ts": tsMeta, "video.avi": meta("mjpg", "rgb8", 48, 64, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonBadSchema,
 				`sensor camera has no readable image channel: channel "video.avi": roverd: unknown type name: "rgb8" (numpy size-in-bytes names: b1, i1, i2, i4, i8, u1, u2, u4, u8, f2, f4, f8)`)
 		}},
 		{name: "video format unknown", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"ts": tsMeta, "video.avi": meta("h264", "u1", 48, 64, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonBadSchema,
 				`sensor camera has no readable image channel: roverd: bad meta.json: channel "video.avi": unknown format "h264" (known: raw, lzma, lzmaf, mjpg, npz, jpg)`)
 		}},
 		{name: "camera sensor missing", apply: func(t *testing.T, root string) {
 			os.RemoveAll(d2(root, "camera"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonCameraMissing, `no camera sensor "camera" (sensors: imu, lidar)`)
 		}},
 		{name: "video.avi missing", apply: func(t *testing.T, root string) {
 			os.Remove(d2(root, "camera", "video.avi"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonMissingFile, "open drive_2/camera/video.avi: no such file or directory")
 		}},
 		{name: "video.avi is not an AVI", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "camera", "video.avi"), []byte("\xff\xd8\xff\xe0 a JPEG, not an AVI"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonDecodeError,
 				`video.avi: avi: corrupt file: not a RIFF AVI file (starts with "\xff\xd8\xff\xe0 a JPEG,")`)
 		}},
 		{name: "camera ts missing", apply: func(t *testing.T, root string) {
 			os.Remove(d2(root, "camera", "ts"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonMissingBlock, "stat drive_2/camera/ts: no such file or directory")
 		}},
 		{name: "camera ts not declared", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"video.avi": meta("mjpg", "u1", 48, 64, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonMissingBlock, `roverd: no such channel: channel "ts" is not declared (declared: video.avi)`)
 		}},
 		{name: "camera ts is f4", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"ts": meta("raw", "f4"), "video.avi": meta("mjpg", "u1", 48, 64, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonBadSchema, "roverd: bad meta.json: channel ts: format raw, type f4, shape []; want raw, f8, []")
 		}},
 		{name: "camera has no frames", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "camera", "ts"), []byte{1, 2, 3})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonZeroFrames,
 				"the camera has no complete frame (camera: ts 0 (+ a partial trailing record of 3 of 8 bytes), video.avi 12 -> 0)")
 		}},
 		{name: "two image channels", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"ts": tsMeta, "video.avi": meta("mjpg", "u1", 48, 64, 3), "b.avi": meta("mjpg", "u1", 48, 64, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			placeholder(t, samples, entries, "drive_2", validate.ReasonBadSchema, "sensor camera has several image channels (b.avi, video.avi): set source.camera to camera/<channel>")
 		}},
 		{name: "camera shape disagrees with the frames", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "camera", "meta.json"), map[string]any{"ts": tsMeta, "video.avi": meta("mjpg", "u1", 1080, 1920, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			for k, r := range reasonsOf(samples, "drive_2") {
 				if !slices.Contains(r, validate.ReasonDimsMismatch) {
 					t.Fatalf("frame %d reasons %v", k, r)
@@ -406,7 +407,7 @@ func TestDamagedDatasets(t *testing.T) {
 			ts[5] = ts[3]
 			ts[9] = math.NaN()
 			writeFile(t, d2(root, "camera", "ts"), f64bytes(ts...))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			rs := reasonsOf(samples, "drive_2")
 			for k, r := range rs {
 				bad := k == 5 || k == 9
@@ -424,7 +425,7 @@ func TestDamagedDatasets(t *testing.T) {
 		}},
 		{name: "imu meta.json is not JSON", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "imu", "meta.json"), []byte("[1, 2"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonBadSchema)
 			if got := entries[0].Attributes["extras_error"]; got != "imu: roverd: bad meta.json: not a JSON object: unexpected EOF" {
 				t.Fatalf("extras_error %q", got)
@@ -433,17 +434,17 @@ func TestDamagedDatasets(t *testing.T) {
 		}},
 		{name: "imu acc type unknown", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "imu", "meta.json"), map[string]any{"ts": tsMeta, "acc": meta("raw", "q9", 3), "avel": meta("lzma", "f4", 3), "rot": meta("lzmaf", "f4", 3, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonBadSchema)
 		}},
 		{name: "imu acc not declared", apply: func(t *testing.T, root string) {
 			writeJSON(t, d2(root, "imu", "meta.json"), map[string]any{"ts": tsMeta, "avel": meta("lzma", "f4", 3), "rot": meta("lzmaf", "f4", 3, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonMissingBlock)
 		}},
 		{name: "imu acc shape differs", apply: func(t *testing.T, root string) {
 			writeJSON(t, filepath.Join(root, "drive_10", "imu", "meta.json"), map[string]any{"ts": tsMeta, "acc": meta("raw", "f4", 4), "avel": meta("lzma", "f4", 3), "rot": meta("lzmaf", "f4", 3, 3)})
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_10", validate.ReasonLengthMismatch, validate.ReasonLengthTruncated)
 			if got := entries[1].Attributes["extras_error"]; got != "imu: channel acc has shape [4], the extra is [3]" {
 				t.Fatalf("extras_error %q", got)
@@ -451,14 +452,14 @@ func TestDamagedDatasets(t *testing.T) {
 		}},
 		{name: "imu ts missing", apply: func(t *testing.T, root string) {
 			os.Remove(d2(root, "imu", "ts"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonMissingBlock)
 		}},
 		{name: "imu ts repeats a time", apply: func(t *testing.T, root string) {
 			b := readFile(t, d2(root, "imu", "ts"))
 			copy(b[8*10:8*11], b[8*9:8*10])
 			writeFile(t, d2(root, "imu", "ts"), b)
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonTimestampNotMonotonic)
 			if got := entries[0].Attributes["extras_error"]; got != "imu: ts record 10 (1.700000000072e+09) is not finite or not after record 9" {
 				t.Fatalf("extras_error %q", got)
@@ -466,12 +467,12 @@ func TestDamagedDatasets(t *testing.T) {
 		}},
 		{name: "imu sensor missing", apply: func(t *testing.T, root string) {
 			os.RemoveAll(d2(root, "imu"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonMissingBlock)
 		}},
 		{name: "avel is an xz bomb", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "imu", "avel"), readFile(t, "xzstream/testdata/zeros64m.xz"))
-		}, opts: func(o *Options) { o.MaxChannelBytes = 1 << 20 }, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, opts: func(o *Options) { o.MaxChannelBytes = 1 << 20 }, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonDecompressError)
 			want := "imu: xz: uncompressed size over the limit: the data declares at least 67108864 bytes uncompressed, more than the limit of 1048576"
 			if got := entries[0].Attributes["extras_error"]; got != want {
@@ -480,7 +481,7 @@ func TestDamagedDatasets(t *testing.T) {
 		}},
 		{name: "avel is not xz", apply: func(t *testing.T, root string) {
 			writeFile(t, d2(root, "imu", "avel"), []byte("plain bytes"))
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonDecompressError)
 		}},
 		{name: "rot record 2 corrupt", apply: func(t *testing.T, root string) {
@@ -489,7 +490,7 @@ func TestDamagedDatasets(t *testing.T) {
 			off := leUint64(idx[16:]) // record 2: frame 0's match (n = 2)
 			data[off+30] ^= 0xFF
 			writeFile(t, d2(root, "imu", "rot"), data)
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			rs := reasonsOf(samples, "drive_2")
 			if !slices.Equal(rs[0], []validate.Reason{validate.ReasonDecompressError}) || len(rs[1]) != 0 {
 				t.Fatalf("frame 0 %v, frame 1 %v", rs[0], rs[1])
@@ -510,7 +511,7 @@ func TestDamagedDatasets(t *testing.T) {
 			}
 			writeFile(t, d2(root, "imu", "rot"), nd)
 			writeFile(t, d2(root, "imu", "rot_i"), idx)
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			rs := reasonsOf(samples, "drive_2")
 			if !slices.Equal(rs[0], []validate.Reason{validate.ReasonBlockSizeMismatch}) || len(rs[1]) != 0 || samples[1].Extras == nil {
 				t.Fatalf("frame 0 %v, frame 1 %v", rs[0], rs[1])
@@ -520,7 +521,7 @@ func TestDamagedDatasets(t *testing.T) {
 			idx := readFile(t, d2(root, "imu", "rot_i"))
 			copy(idx[8*5:8*6], make([]byte, 8))
 			writeFile(t, d2(root, "imu", "rot_i"), idx)
-		}, check: func(t *testing.T, samples []*sources.Sample, entries []sources.SourceEntry) {
+		}, check: func(t *testing.T, samples []*sources.Sample, entries []warehouse.SourceEntry) {
 			every(t, samples, "drive_2", validate.ReasonDecompressError)
 			if got := entries[0].Attributes["extras_error"]; !strings.HasPrefix(got, "imu: roverd: corrupt channel: rot_i: offset 5 (0) is before offset 4 (") {
 				t.Fatalf("extras_error %q", got)

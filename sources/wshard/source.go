@@ -112,6 +112,7 @@ import (
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/wshard/container"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -159,7 +160,7 @@ type Source struct {
 	camera  string
 	extras  []sources.ExtraSpec
 	extraN  int // float32 values per sample
-	entries []sources.SourceEntry
+	entries []warehouse.SourceEntry
 	frames  *frameCache
 }
 
@@ -272,12 +273,12 @@ func (s *Source) Camera() string { return s.camera }
 func (s *Source) Extras() []sources.ExtraSpec { return s.extras }
 
 // Entries describes the episodes of the last Scan.
-func (s *Source) Entries() []sources.SourceEntry { return s.entries }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.entries }
 
 // Fingerprint calls fn for every file Scan reads: per episode in scan
 // order, the episode file, or the manifest and then its chunks in chunk
 // order. Files that do not exist (a missing chunk) are not listed.
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	plans, err := s.plan()
 	if err != nil {
 		return err
@@ -304,7 +305,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 			case !st.Mode().IsRegular():
 				continue
 			}
-			if err := fn(sources.FileInfo{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
+			if err := fn(warehouse.FileEntry{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
 				return err
 			}
 		}
@@ -320,7 +321,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 		return err
 	}
 	em := &emitter{fn: fn}
-	entries := make([]sources.SourceEntry, 0, len(plans))
+	entries := make([]warehouse.SourceEntry, 0, len(plans))
 	for i, p := range plans {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -613,13 +614,13 @@ type episodeScan struct {
 	firstError string
 }
 
-func (es *episodeScan) entry() sources.SourceEntry {
+func (es *episodeScan) entry() warehouse.SourceEntry {
 	es.attrs["steps"] = strconv.FormatInt(es.steps, 10)
 	if es.problems > 0 {
 		es.attrs["problems"] = strconv.Itoa(es.problems)
 		es.attrs["error"] = es.firstError
 	}
-	return sources.SourceEntry{Index: int(es.index), Name: es.name, Attributes: es.attrs}
+	return warehouse.SourceEntry{Index: int(es.index), Name: es.name, Attributes: es.attrs}
 }
 
 // maxLoggedProblems is how many problems of one episode are logged: a

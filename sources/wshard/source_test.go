@@ -19,6 +19,7 @@ import (
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/wshard/container"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // TestScanCleanEpisodes: two clean episodes in natural order become one
@@ -287,7 +288,7 @@ func TestChunkedEpisode(t *testing.T) {
 		t.Fatalf("entry %+v", e)
 	}
 	var files []string
-	if err := s.Fingerprint(context.Background(), func(fi sources.FileInfo) error {
+	if err := s.Fingerprint(context.Background(), func(fi warehouse.FileEntry) error {
 		files = append(files, fi.Path)
 		return nil
 	}); err != nil {

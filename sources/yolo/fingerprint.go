@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/warehouse"
 )
 
 // Fingerprint calls fn for every file Scan reads:
@@ -24,7 +25,7 @@ import (
 // Paths are relative to the dataset root and listed once each (an image
 // that is a sample twice, or a list file named twice, is listed at its
 // first place).
-func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) error) error {
+func (s *Source) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
 	listed := map[string]bool{}
 	once := func(rel string) bool {
 		if listed[rel] {
@@ -67,7 +68,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 				st, err := os.Stat(filepath.Join(s.root, filepath.FromSlash(rel)))
 				switch {
 				case err == nil && st.Mode().IsRegular():
-					if err := fn(sources.FileInfo{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
+					if err := fn(warehouse.FileEntry{Path: rel, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}); err != nil {
 						return err
 					}
 				case err == nil || sources.NotFound(err):
@@ -81,7 +82,7 @@ func (s *Source) Fingerprint(ctx context.Context, fn func(sources.FileInfo) erro
 }
 
 // hashed calls fn for one file with the SHA-256 of its content.
-func hashed(abs, rel string, fn func(sources.FileInfo) error) error {
+func hashed(abs, rel string, fn func(warehouse.FileEntry) error) error {
 	f, err := os.Open(abs)
 	if err != nil {
 		return fmt.Errorf("yolo: fingerprint %s: %w", rel, err)
@@ -98,5 +99,5 @@ func hashed(abs, rel string, fn func(sources.FileInfo) error) error {
 	}
 	// Size from the bytes hashed, so that size and digest describe the
 	// same content even when the file changes under the read.
-	return fn(sources.FileInfo{Path: rel, Size: n, MtimeNs: st.ModTime().UnixNano(), SHA256: hex.EncodeToString(h.Sum(nil))})
+	return fn(warehouse.FileEntry{Path: rel, Size: n, MtimeNs: st.ModTime().UnixNano(), SHA256: hex.EncodeToString(h.Sum(nil))})
 }

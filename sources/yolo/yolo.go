@@ -99,6 +99,7 @@ import (
 
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Kind is the config name of this layout.
@@ -170,7 +171,7 @@ type Source struct {
 	kptD     int
 	opts     Options
 	log      *slog.Logger
-	scanned  []sources.SourceEntry // the entries of the last Scan
+	scanned  []warehouse.SourceEntry // the entries of the last Scan
 }
 
 var (
@@ -333,7 +334,7 @@ func (s *Source) Extras() []sources.ExtraSpec { return nil }
 // labels (label files found), missing_labels, empty_labels,
 // duplicate_lines (label lines dropped as duplicates) and, for a list
 // file, skipped_entries (lines that name no image file).
-func (s *Source) Entries() []sources.SourceEntry { return s.scanned }
+func (s *Source) Entries() []warehouse.SourceEntry { return s.scanned }
 
 // imageRef is one image of a split entry.
 type imageRef struct {
@@ -351,7 +352,7 @@ type entryStats struct {
 // documentation for the order and the reasons).
 func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
 	s.scanned = nil
-	scanned := make([]sources.SourceEntry, 0, len(s.entries))
+	scanned := make([]warehouse.SourceEntry, 0, len(s.entries))
 	seen := map[string]bool{}
 	p := newParser(len(s.classes), s.kptK, s.kptD)
 	var seq int64
@@ -386,7 +387,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 }
 
 // entry describes one split entry for Entries.
-func (s *Source) entry(i int, e splitEntry, st entryStats) sources.SourceEntry {
+func (s *Source) entry(i int, e splitEntry, st entryStats) warehouse.SourceEntry {
 	kind := "directory"
 	if e.list {
 		kind = "list"
@@ -403,7 +404,7 @@ func (s *Source) entry(i int, e splitEntry, st entryStats) sources.SourceEntry {
 	if e.list {
 		a["skipped_entries"] = strconv.Itoa(st.skipped)
 	}
-	return sources.SourceEntry{Index: i, Name: e.name, Attributes: a}
+	return warehouse.SourceEntry{Index: i, Name: e.name, Attributes: a}
 }
 
 // sample checks one image and its label.

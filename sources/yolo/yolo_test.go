@@ -18,6 +18,7 @@ import (
 	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // The shared test helpers (internal/testfiles).
@@ -47,10 +48,10 @@ func scanAll(t testing.TB, src *Source) []*sources.Sample {
 	return out
 }
 
-func fingerprint(t testing.TB, src *Source) []sources.FileInfo {
+func fingerprint(t testing.TB, src *Source) []warehouse.FileEntry {
 	t.Helper()
-	var out []sources.FileInfo
-	if err := src.Fingerprint(context.Background(), func(f sources.FileInfo) error {
+	var out []warehouse.FileEntry
+	if err := src.Fingerprint(context.Background(), func(f warehouse.FileEntry) error {
 		out = append(out, f)
 		return nil
 	}); err != nil {
@@ -175,7 +176,7 @@ func TestScanSamples(t *testing.T) {
 		}
 	}
 	entries := newSourceEntries(t, root)
-	wantEntries := []sources.SourceEntry{{Index: 0, Name: "images/train", Attributes: map[string]string{
+	wantEntries := []warehouse.SourceEntry{{Index: 0, Name: "images/train", Attributes: map[string]string{
 		"split": "train", "kind": "directory", "images": "19", "labels": "18", "missing_labels": "1",
 		"empty_labels": "3", "duplicate_lines": "1",
 	}}}
@@ -185,7 +186,7 @@ func TestScanSamples(t *testing.T) {
 }
 
 // newSourceEntries scans the dataset at root and returns its Entries.
-func newSourceEntries(t *testing.T, root string) []sources.SourceEntry {
+func newSourceEntries(t *testing.T, root string) []warehouse.SourceEntry {
 	t.Helper()
 	src := newSource(t, root, Options{})
 	if src.Entries() != nil {
@@ -463,7 +464,7 @@ func TestListFiles(t *testing.T) {
 	if len(got) > 1 && got[0].image != "" {
 		t.Errorf("escaping entries first: %v", got[:2])
 	}
-	wantEntries := []sources.SourceEntry{
+	wantEntries := []warehouse.SourceEntry{
 		{Index: 0, Name: "lists/train.txt", Attributes: map[string]string{"split": "train", "kind": "list", "images": "9", "labels": "3",
 			"missing_labels": "4", "empty_labels": "0", "duplicate_lines": "0", "skipped_entries": "1"}},
 		{Index: 1, Name: "images/extra", Attributes: map[string]string{"split": "train", "kind": "directory", "images": "2", "labels": "0",
@@ -582,7 +583,7 @@ func TestScanStops(t *testing.T) {
 	if err := src.Scan(ctx, func(*sources.Sample) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
-	if err := src.Fingerprint(ctx, func(sources.FileInfo) error { return nil }); !errors.Is(err, context.Canceled) {
+	if err := src.Fingerprint(ctx, func(warehouse.FileEntry) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled fingerprint: %v", err)
 	}
 }
@@ -628,7 +629,7 @@ func TestFingerprint(t *testing.T) {
 	src := newSource(t, root, Options{})
 	got := fingerprint(t, src)
 	sum := sha256.Sum256(yamlText)
-	want := []sources.FileInfo{
+	want := []warehouse.FileEntry{
 		{Path: "data.yaml", Size: int64(len(yamlText)), MtimeNs: mtime.UnixNano(), SHA256: hex.EncodeToString(sum[:])},
 		{Path: "images/b/9.png", Size: 6},
 		{Path: "labels/b/9.txt", Size: 0},

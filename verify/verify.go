@@ -1,13 +1,15 @@
-package warehouse
+// Package verify checks a published warehouse version against its
+// manifest and reports what it finds as typed findings (as restic's checker
+// does): the manifest against its digest, the manifest itself, the
+// recorded thresholds, every file files.checksums lists and every shard,
+// and with Options.Full every value.
+package verify
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -21,10 +23,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warehouse-etl/shard"
-	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
-// FindingKind classifies what Verify found wrong.
+// FindingKind classifies what Run found wrong.
 type FindingKind string
 
 const (
@@ -83,7 +85,7 @@ const (
 	FindingSampleChecksum FindingKind = "sample_checksum"
 )
 
-// Finding is one problem Verify found. Shard is the shard's path relative
+// Finding is one problem Run found. Shard is the shard's path relative
 // to the version directory, for findings about a shard; File is the path,
 // relative to the version directory, of any other file a finding is about
 // (manifest_digest, file_*, unreadable); both are "" for thresholds and
@@ -127,11 +129,11 @@ func (e *FindingsError) Error() string {
 	return fmt.Sprintf("%s: %d verification finding(s), the first: %s", e.Dir, len(e.Findings), e.Findings[0])
 }
 
-// VerifyOptions configure Verify.
-type VerifyOptions struct {
+// Options configure Run and Check.
+type Options struct {
 	// Full re-hashes every shard and every file of the Zarr store and
 	// reads every value: finite images, boxes, masks and extras; masks,
-	// boxes and class indices consistent. Without it Verify checks the
+	// boxes and class indices consistent. Without it Run checks the
 	// manifest against its digest, the manifest itself, the thresholds,
 	// every other file's size and sha256 (files.checksums; the Zarr store's
 	// chunk files by size only) and every shard's presence, size and
@@ -148,8 +150,8 @@ type VerifyOptions struct {
 // one shard; the rest are counted in one more finding.
 const maxSampleFindings = 10
 
-// VerifyResult is what VerifyReport found.
-type VerifyResult struct {
+// Result is what Run found.
+type Result struct {
 	// Findings are the problems, in the order the checks run: manifest
 	// digest, manifest, thresholds, files.checksums entries (sorted by
 	// path), shards in manifest order. Any finding means: do not train on
@@ -166,62 +168,64 @@ type VerifyResult struct {
 const NoteUncovered = "side files not covered: this version's manifest predates files.checksums and manifest.json.sha256; " +
 	"only the manifest's consistency and the shards were checked (rebuild with WAREHOUSE_CLEAR=1 to cover every file)"
 
-// Verify checks the warehouse version at path (a version directory or a
+// Check checks the warehouse version at path (a version directory or a
 // root with a "latest" pointer) and returns everything it found wrong, in
-// the order of VerifyResult.Findings, or nil. The error is for what
+// the order of Result.Findings, or nil. The error is for what
 // prevents checking at all: path is not a warehouse, or ctx ended.
-func Verify(ctx context.Context, path string, opts VerifyOptions) ([]Finding, error) {
-	r, err := VerifyReport(ctx, path, opts)
+func Check(ctx context.Context, path string, opts Options) ([]Finding, error) {
+	r, err := Run(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
 	return r.Findings, nil
 }
 
-// VerifyReport is Verify with the notes on what could not be checked.
-func VerifyReport(ctx context.Context, path string, opts VerifyOptions) (*VerifyResult, error) {
+// Run is Check with the notes on what could not be checked.
+func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dir, err := ResolveDir(path)
+	dir, err := warehouse.ResolveDir(path)
 	if err != nil {
 		return nil, err
 	}
-	res := &VerifyResult{}
-	stop := func(f Finding) (*VerifyResult, error) {
+	res := &Result{}
+	stop := func(f Finding) (*Result, error) {
 		res.Findings = append(res.Findings, f)
 		return res, nil
 	}
-	raw, err := readManifestBytes(dir)
+	raw, err := warehouse.ReadManifestBytes(dir)
 	if err != nil {
 		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: err.Error()})
 	}
 	// The digest first: a manifest that disagrees with it is damaged, and
 	// nothing it says (shard sizes, checksums) can be trusted.
-	sealed, p := checkManifestDigest(dir, raw)
+	sealed, p := warehouse.CheckManifestDigest(dir, raw)
 	if p != nil {
-		return stop(Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.error(dir).Error()})
+		return stop(Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.Error()})
 	}
-	m, err := ParseManifest(raw)
+	m, err := warehouse.ParseManifest(raw)
 	if err != nil {
-		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: fmt.Sprintf("%s: %v", filepath.Join(dir, ManifestName), err)})
+		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: fmt.Sprintf("%s: %v", filepath.Join(dir, warehouse.ManifestName), err)})
 	}
-	if p := requireSeal(m, sealed); p != nil {
+	if p := warehouse.MissingDigest(dir, m, sealed); p != nil {
 		// The manifest itself is consistent: go on and check the rest.
-		res.Findings = append(res.Findings, Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.error(dir).Error()})
+		res.Findings = append(res.Findings, Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.Error()})
 	}
 	if m.Files.Checksums == nil {
 		res.Notes = append(res.Notes, NoteUncovered)
 	}
-	layout, err := manifestLayout(m)
-	if err != nil {
-		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: manifestError(dir, err).Error()})
+	layout, err := warehouse.ManifestLayout(m)
+	if err == nil {
+		err = warehouse.CheckShardEntries(m, layout)
 	}
-	for _, f := range m.Thresholds.Evaluate(m.Summary.Total) {
-		if f.Action != validate.ActionWarn {
-			res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
-		}
+	if err != nil {
+		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: warehouse.ManifestError(dir, err).Error()})
+	}
+	failed, _ := m.Thresholds.Check(m.Summary.Total)
+	for _, f := range failed {
+		res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -243,7 +247,7 @@ func VerifyReport(ctx context.Context, path string, opts VerifyOptions) (*Verify
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			perFile[k] = verifyFile(gctx, root, dir, name, m.Files.Checksums[name], opts.Full || !IsBulkFile(name))
+			perFile[k] = verifyFile(gctx, root, dir, name, m.Files.Checksums[name], opts.Full || !warehouse.IsBulkFile(name))
 			return gctx.Err()
 		})
 	}
@@ -276,7 +280,7 @@ func VerifyReport(ctx context.Context, path string, opts VerifyOptions) (*Verify
 // verifyFile checks one files.checksums entry: present inside the version
 // directory, a regular file of the recorded size, and, when hash is set,
 // of the recorded sha256. It returns the finding, or nil.
-func verifyFile(ctx context.Context, root *os.Root, dir, name string, want FileChecksum, hash bool) *Finding {
+func verifyFile(ctx context.Context, root *os.Root, dir, name string, want warehouse.FileChecksum, hash bool) *Finding {
 	path := filepath.Join(dir, filepath.FromSlash(name))
 	finding := func(kind FindingKind, format string, args ...any) *Finding {
 		return &Finding{Kind: kind, File: name, Sample: -1, Detail: fmt.Sprintf(format, args...)}
@@ -299,7 +303,7 @@ func verifyFile(ctx context.Context, root *os.Root, dir, name string, want FileC
 		return finding(FindingUnreadable, "%s: %v", path, err)
 	}
 	defer f.Close()
-	got, err := checksumReader(ctx, f)
+	got, err := warehouse.ReaderSHA256(ctx, f)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		return finding(FindingUnreadable, "%s: read: %v", path, err)
@@ -317,8 +321,8 @@ func verifyFile(ctx context.Context, root *os.Root, dir, name string, want FileC
 type shardVerifier struct {
 	dir      string
 	root     *os.Root
-	m        *Manifest
-	entry    *Shard
+	m        *warehouse.Manifest
+	entry    *warehouse.Shard
 	layout   shard.Layout
 	full     bool
 	ctx      context.Context
@@ -331,7 +335,7 @@ func (v *shardVerifier) add(kind FindingKind, sample int, format string, args ..
 
 func (v *shardVerifier) run() []Finding {
 	path := filepath.Join(v.dir, filepath.FromSlash(v.entry.RelativePath))
-	if err := (dirFiles{root: v.root}).stat(path, v.entry); err != nil {
+	if err := warehouse.StatShard(v.root, path, v.entry); err != nil {
 		kind := FindingShardSize
 		if _, statErr := v.root.Stat(v.entry.RelativePath); statErr != nil {
 			kind = FindingShardMissing
@@ -352,7 +356,7 @@ func (v *shardVerifier) run() []Finding {
 		return v.findings
 	}
 	defer sr.Close()
-	if err := checkShardHeader(sr, v.entry, v.layout); err != nil {
+	if err := warehouse.CheckShardHeader(sr, v.entry, v.layout); err != nil {
 		v.add(FindingShardMismatch, -1, "%s: %v", path, err)
 		return v.findings
 	}
@@ -371,36 +375,13 @@ func (v *shardVerifier) checksum() {
 		return
 	}
 	defer f.Close()
-	got, err := readerSHA256(v.ctx, f)
+	got, err := warehouse.ReaderSHA256(v.ctx, f)
 	switch {
 	case err != nil && v.ctx.Err() == nil:
 		v.add(FindingUnreadable, -1, "read: %v", err)
-	case err == nil && got != v.entry.ChecksumSHA256:
-		v.add(FindingChecksum, -1, "sha256 %s, the manifest says %s", got, v.entry.ChecksumSHA256)
+	case err == nil && got.SHA256 != v.entry.ChecksumSHA256:
+		v.add(FindingChecksum, -1, "sha256 %s, the manifest says %s", got.SHA256, v.entry.ChecksumSHA256)
 	}
-}
-
-// readerSHA256 is the hex sha256 of everything r yields, stopping early
-// when ctx ends.
-func readerSHA256(ctx context.Context, r io.Reader) (string, error) {
-	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, r}); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// ctxReader stops a long read when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // content reads every value of the shard.

@@ -1,0 +1,276 @@
+package outputroot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"warehouse-etl/internal/lockfile"
+	"warehouse-etl/warehouse"
+)
+
+// Removed is a directory a cleanup removed (or, in a dry run, would
+// remove): its path, the bytes of the files under it, and why.
+type Removed struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+	Why   string `json:"why"`
+}
+
+// Kept is a version GC left in place and why.
+type Kept struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+}
+
+// versionOfTemporary returns the version whose lock covers a temporary
+// entry name of an output root, or "" when name is not one.
+func versionOfTemporary(name string) string {
+	if rest, ok := strings.CutPrefix(name, "."+warehouse.LatestName+tmpInfix); ok {
+		return rest
+	}
+	if !strings.HasPrefix(name, ".") {
+		return ""
+	}
+	v, _, ok := strings.Cut(name[1:], tmpInfix)
+	if !ok || v == "" {
+		return ""
+	}
+	return v
+}
+
+// tryLock takes the lock called name exclusively without waiting. ok is
+// false when another process holds it (shared or exclusive).
+func tryLock(s Storage, name string) (l Lock, ok bool, err error) {
+	l, err = s.Lock(context.Background(), name, lockfile.Options{})
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return l, true, nil
+}
+
+// CleanTemporary removes the temporary directories and links under root
+// that no running build owns: each belongs to a version, and it is removed
+// only while that version's build lock can be taken (a running build holds
+// it, so its directory is never touched). skip names the version whose
+// lock the caller already holds, if any (its own build cleans its own
+// temporaries). With dryRun nothing is removed.
+func CleanTemporary(root, skip string, dryRun bool) ([]Removed, error) {
+	return cleanTemporary(storageFor(root), skip, dryRun)
+}
+
+func cleanTemporary(s Storage, skip string, dryRun bool) ([]Removed, error) {
+	entries, err := s.List()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Removed
+	for _, e := range entries {
+		v := versionOfTemporary(e.Name)
+		if v == "" || v == skip {
+			continue
+		}
+		lock, ok, err := tryLock(s, "."+v+buildLockSuffix)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			continue // a build of v is running: the temporary is its own
+		}
+		bytes, _ := s.Usage(e.Name)
+		r := Removed{Path: s.Path(e.Name), Bytes: bytes, Why: "left by a build of " + v + " that did not finish"}
+		if !dryRun {
+			err = s.Remove(e.Name)
+		}
+		lock.Release()
+		if err != nil {
+			return out, fmt.Errorf("remove %s: %w", r.Path, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// GCOptions say which versions GC keeps.
+type GCOptions struct {
+	// Keep is how many of the newest versions to keep, at least 1.
+	Keep int
+	// KeepFor also keeps every version younger than this (by its
+	// manifest's created_at_ms); 0 keeps none for their age.
+	KeepFor time.Duration
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+	// Now is the time ages are measured from; zero means time.Now().
+	Now time.Time
+}
+
+// GCReport is what GC did: the versions and temporary directories removed
+// (or that would be, in a dry run) and the versions kept, each with why.
+type GCReport struct {
+	Removed []Removed `json:"removed"`
+	Kept    []Kept    `json:"kept"`
+}
+
+var versionDirName = regexp.MustCompile(`^v[0-9a-f]{16}$`)
+
+// GC removes old versions under an output root and the temporary
+// directories no running build owns (CleanTemporary). It keeps the
+// newest opts.Keep versions (newest by the manifest's created_at_ms, then
+// name), those younger than opts.KeepFor, the target of "latest", a
+// version being built (its build lock is held) and a version a reader has
+// open (its readers lock is held shared: warehouse.Open takes it). A
+// version is withdrawn in one step (Storage.Withdraw), under both its
+// locks, so no reader finds a half-removed version. Directories that are
+// not versions (no manifest) are left alone.
+func GC(root string, opts GCOptions) (*GCReport, error) {
+	if opts.Keep < 1 {
+		return nil, fmt.Errorf("keep %d: must be >= 1", opts.Keep)
+	}
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	s := storageFor(root)
+	rep := &GCReport{}
+	tmp, err := cleanTemporary(s, "", opts.DryRun)
+	rep.Removed = append(rep.Removed, tmp...)
+	if err != nil {
+		return rep, err
+	}
+	entries, err := s.List()
+	if err != nil {
+		return rep, err
+	}
+	if err := cleanStaging(s, entries, opts, rep); err != nil {
+		return rep, err
+	}
+	latest, _ := s.Latest()
+	type version struct {
+		name    string
+		created time.Time
+	}
+	var versions []version
+	for _, e := range entries {
+		if !e.Dir || !versionDirName.MatchString(e.Name) {
+			continue
+		}
+		m, err := s.ReadManifest(e.Name)
+		if err != nil {
+			rep.Kept = append(rep.Kept, Kept{e.Name, fmt.Sprintf("manifest unreadable, left for a person to look at: %v", err)})
+			continue
+		}
+		versions = append(versions, version{e.Name, time.UnixMilli(m.CreatedAtMs)})
+	}
+	slices.SortFunc(versions, func(a, b version) int {
+		if c := b.created.Compare(a.created); c != 0 {
+			return c
+		}
+		return strings.Compare(b.name, a.name)
+	})
+	for i, v := range versions {
+		switch {
+		case v.name == latest:
+			rep.Kept = append(rep.Kept, Kept{v.name, "target of latest"})
+			continue
+		case i < opts.Keep:
+			rep.Kept = append(rep.Kept, Kept{v.name, fmt.Sprintf("among the newest %d", opts.Keep)})
+			continue
+		case opts.KeepFor > 0 && opts.Now.Sub(v.created) < opts.KeepFor:
+			rep.Kept = append(rep.Kept, Kept{v.name, fmt.Sprintf("younger than %s", opts.KeepFor)})
+			continue
+		}
+		bytes, _ := s.Usage(v.name)
+		why, err := removeVersion(s, v.name, opts.DryRun)
+		if err != nil {
+			return rep, err
+		}
+		if why != "" {
+			rep.Kept = append(rep.Kept, Kept{v.name, why})
+			continue
+		}
+		rep.Removed = append(rep.Removed, Removed{Path: s.Path(v.name), Bytes: bytes,
+			Why: fmt.Sprintf("not among the newest %d, created %s", opts.Keep, v.created.UTC().Format(time.RFC3339))})
+	}
+	return rep, nil
+}
+
+// StagingSuffix names a version's staging directory in its output root,
+// ".<version>.staging": where its shards are built before publication
+// (partitioned builds, and every build's shard-level resume).
+const StagingSuffix = ".staging"
+
+var stagingDirName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.staging$`)
+
+// cleanStaging removes the staging directories no build is using that are
+// spent (their version is published: a commit died before removing it) or
+// older than opts.KeepFor (an unfinished build nobody reran). Others are
+// kept: their complete shards make a rerun cheaper.
+func cleanStaging(s Storage, entries []Entry, opts GCOptions, rep *GCReport) error {
+	for _, e := range entries {
+		m := stagingDirName.FindStringSubmatch(e.Name)
+		if m == nil || !e.Dir {
+			continue
+		}
+		v := m[1]
+		lock, ok, err := tryLock(s, "."+v+buildLockSuffix)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			rep.Kept = append(rep.Kept, Kept{e.Name, "a build, partition or commit of " + v + " is running"})
+			continue
+		}
+		bytes, newest := s.Usage(e.Name)
+		why := ""
+		if s.Exists(v + "/" + warehouse.ManifestName) {
+			why = "staging directory of " + v + ", which is published"
+		} else if opts.KeepFor > 0 && opts.Now.Sub(newest) >= opts.KeepFor {
+			why = fmt.Sprintf("unfinished build of %s, untouched since %s", v, newest.UTC().Format(time.RFC3339))
+		}
+		if why == "" {
+			lock.Release()
+			rep.Kept = append(rep.Kept, Kept{e.Name, "unfinished build of " + v + ": rerun it (its complete shards are kept) or wait for --keep-days"})
+			continue
+		}
+		r := Removed{Path: s.Path(e.Name), Bytes: bytes, Why: why}
+		if !opts.DryRun {
+			err = s.Remove(e.Name)
+		}
+		lock.Release()
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", r.Path, err)
+		}
+		rep.Removed = append(rep.Removed, r)
+	}
+	return nil
+}
+
+// removeVersion takes a version's build and readers locks without waiting
+// and withdraws it (".<name>.tmp-gc" while its files are removed). It
+// returns why it did not when a lock is held.
+func removeVersion(s Storage, name string, dryRun bool) (notRemoved string, err error) {
+	build, ok, err := tryLock(s, "."+name+buildLockSuffix)
+	if err != nil || !ok {
+		return "being built (its build lock is held)", err
+	}
+	defer build.Release()
+	readers, ok, err := tryLock(s, warehouse.ReadersLockName(name))
+	if err != nil || !ok {
+		return "open by a reader (its readers lock is held)", err
+	}
+	defer readers.Release()
+	if dryRun {
+		return "", nil
+	}
+	return "", s.Withdraw(name, "."+name+tmpInfix+"gc")
+}

@@ -1,0 +1,188 @@
+package outputroot
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"warehouse-etl/warehouse"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestPublishNewThenReplace(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "out")
+	publish := func(content string) {
+		b, err := LockVersion(root, "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Release()
+		tmp, err := b.CreateTemp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(tmp, "shards", "a"), content)
+		writeFile(t, filepath.Join(tmp, warehouse.ManifestName), content)
+		if err := b.Publish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("first")
+	publish("second")
+	if got := readFile(t, filepath.Join(root, "v1", "shards", "a")); got != "second" {
+		t.Fatalf("after replace: %q", got)
+	}
+	dir, err := warehouse.ResolveDir(root)
+	if err != nil || dir != filepath.Join(root, "v1") {
+		t.Fatalf("warehouse.ResolveDir(root) = %q, %v", dir, err)
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != ".v1.lock,.v1.readers,latest,v1" {
+		t.Fatalf("root holds %s: the replaced version or a tmp dir was left behind", got)
+	}
+}
+
+func TestAbortLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	b, err := LockVersion(root, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := b.CreateTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(tmp, "x"), "partial")
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("tmp dir survived Release: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "v1")); !os.IsNotExist(err) {
+		t.Fatal("an aborted build published a version")
+	}
+}
+
+func TestLockAndStaleTmp(t *testing.T) {
+	root := t.TempDir()
+	stale := filepath.Join(root, ".v1.tmp-crashed")
+	writeFile(t, filepath.Join(stale, "x"), "left by a crash")
+	other := filepath.Join(root, ".v2.tmp-running")
+	writeFile(t, filepath.Join(other, "x"), "another version's build")
+
+	b, err := LockVersion(root, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if _, err := LockVersion(root, "v1"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second LockVersion: %v, want ErrLocked", err)
+	}
+	b2, err := LockVersion(root, "v2")
+	if err != nil {
+		t.Fatalf("another version's lock is independent: %v", err)
+	}
+	b2.Release()
+	if _, err := b.CreateTemp(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatal("stale tmp dir of this version not removed")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatal("another version's tmp dir was removed")
+	}
+}
+
+func TestSharedAndExclusiveVersionLocks(t *testing.T) {
+	root := t.TempDir()
+	ctx := context.Background()
+	p0, err := LockVersionShared(ctx, root, "v1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := LockVersionShared(ctx, root, "v1", 0)
+	if err != nil {
+		t.Fatalf("two partitions hold the lock together: %v", err)
+	}
+	_, err = LockVersion(root, "v1")
+	if want := filepath.Join(root, ".v1.lock") + ": " + ErrLocked.Error(); !errors.Is(err, ErrLocked) || err.Error() != want {
+		t.Fatalf("LockVersion under partitions: %v, want %q", err, want)
+	}
+	p0.Release()
+	p1.Release()
+	p1.Release() // twice is fine
+	b, err := LockVersion(root, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	_, err = LockVersionShared(ctx, root, "v1", 0)
+	if want := filepath.Join(root, ".v1.lock") + ": " + ErrLocked.Error() + " (a single-machine build or a commit holds it)"; err == nil || err.Error() != want {
+		t.Fatalf("LockVersionShared under a build: %v, want %q", err, want)
+	}
+}
+
+// CleanTemporary removes what crashed builds left, but never what a
+// running build (its version's lock is held) is writing.
+func TestCleanTemporaryLeavesRunningBuilds(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{".v1.tmp-crashed", ".v2.tmp-running", ".v3.tmp-gc", "v1"} {
+		writeFile(t, filepath.Join(root, dir, "x"), "1234")
+	}
+	running, err := LockVersion(root, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Release()
+	for _, dryRun := range []bool{true, false} {
+		removed, err := CleanTemporary(root, "", dryRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range removed {
+			got = append(got, filepath.Base(r.Path))
+			if r.Bytes != 4 {
+				t.Errorf("%s: %d bytes, want 4", r.Path, r.Bytes)
+			}
+		}
+		if strings.Join(got, ",") != ".v1.tmp-crashed,.v3.tmp-gc" {
+			t.Fatalf("dry run %v: removed %v", dryRun, got)
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != ".v1.lock,.v2.lock,.v2.tmp-running,.v3.lock,v1" {
+		t.Fatalf("root holds %s", got)
+	}
+}

@@ -1,0 +1,63 @@
+package warehouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"warehouse-etl/internal/lockfile"
+)
+
+// LatestName is the symlink under the output root that names the newest
+// published version.
+const LatestName = "latest"
+
+// ReadersLockName is the name, in its output root, of version name's
+// readers lock file, ".<name>.readers": readers hold it shared while the
+// version is open (LockForReading), and GC takes it exclusively before
+// removing the version (package outputroot).
+func ReadersLockName(name string) string { return "." + name + ".readers" }
+
+// ResolveDir turns a --tensor-warehouse argument into a version directory:
+// a version directory itself (it has a manifest.json), or an output root
+// whose "latest" symlink names one.
+func ResolveDir(p string) (string, error) {
+	if _, err := os.Stat(filepath.Join(p, ManifestName)); err == nil {
+		return p, nil
+	}
+	target, err := os.Readlink(filepath.Join(p, LatestName))
+	if err != nil {
+		return "", fmt.Errorf("%s: neither a warehouse version (no %s) nor a root with a %q pointer", p, ManifestName, LatestName)
+	}
+	if filepath.IsAbs(target) || strings.Contains(target, "/") || strings.HasPrefix(target, ".") {
+		return "", fmt.Errorf("%s/%s -> %q: the pointer must name a version directory beside it", p, LatestName, target)
+	}
+	return filepath.Join(p, target), nil
+}
+
+// LockForReading takes the shared readers lock of the version directory
+// dir (root/.<name>.readers), which GC needs exclusively to remove the
+// version: while the returned lock is held, GC leaves the version alone.
+// A root the reader cannot create the lock file in (another user's
+// warehouse that no build or GC has locked yet) gives a nil lock and no
+// error: the version is read unprotected, as before locks existed.
+func LockForReading(dir string) (*lockfile.Lock, error) {
+	p := filepath.Join(filepath.Dir(dir), ReadersLockName(filepath.Base(dir)))
+	l, err := lockfile.Acquire(context.Background(), p, lockfile.Options{Shared: true, ReadOnly: true, Wait: lockfile.Forever})
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		return l, nil
+	case errors.As(err, &pathErr) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS)):
+		return nil, nil // opening the file: not ours to create
+	case errors.As(err, &pathErr):
+		return nil, fmt.Errorf("readers lock %s: %w", p, err)
+	}
+	return nil, err
+}
