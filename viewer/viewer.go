@@ -57,6 +57,7 @@ type Viewer struct {
 	version  *os.Root // the version directory
 	samples  *os.File
 	lock     *lockfile.Lock // nil when the root is not ours to lock
+	lockB    *lockfile.Lock // the --against version's
 	data     *os.Root       // the dataset root; nil when unknown
 	dataPath string
 	log      *slog.Logger
@@ -129,6 +130,10 @@ func Open(path string, opts Options) (*Viewer, error) {
 		if v.against, err = warehouse.ResolveDir(opts.Against); err != nil {
 			return nil, fmt.Errorf("--against: %w", err)
 		}
+		// gc keeps the baseline too while the drift page may read it.
+		if v.lockB, err = warehouse.LockForReading(v.against); err != nil {
+			return nil, fmt.Errorf("--against: %w", err)
+		}
 	}
 	ok = true
 	return v, nil
@@ -174,8 +179,10 @@ func (v *Viewer) Close() error {
 	if v.r != nil {
 		errs = append(errs, v.r.Close())
 	}
-	if v.lock != nil {
-		v.lock.Release()
+	for _, l := range []*lockfile.Lock{v.lock, v.lockB} {
+		if l != nil {
+			l.Release()
+		}
 	}
 	for _, c := range []io.Closer{v.samples, v.version, v.data} {
 		if c != nil && !isNilFile(c) {

@@ -78,6 +78,9 @@ func runServe(ctx context.Context, opts serveOptions, s streams) error {
 	}
 	srv := &http.Server{Handler: v.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	addr := ln.Addr().String()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		log.Warn("serving beyond this machine: anyone who can reach the address sees the warehouse (no authentication)", "addr", addr)
+	}
 	log.Info("serving", "url", "http://"+addr+"/", "version", v.Dir())
 	fmt.Fprintf(s.stdout, "http://%s/\n", addr)
 	if opts.ready != nil {

@@ -186,7 +186,8 @@ func treeState(t *testing.T, root string) map[string]string {
 
 // Serving every page, picture and the drift page writes nothing under the
 // output root but the readers lock file, and while serve runs gc keeps the
-// version it shows; once serve stops, gc removes it.
+// version it shows and the one it compares with; once serve stops, gc
+// removes it.
 func TestServeWritesNothingAndHoldsReadersLock(t *testing.T) {
 	out := t.TempDir()
 	old := buildDemo(t, "demo", out)
@@ -236,6 +237,15 @@ func TestServeWritesNothingAndHoldsReadersLock(t *testing.T) {
 		t.Fatalf("gc removed the version serve shows: %v (report %+v)", err, rep)
 	}
 	stop()
+	// Served as the baseline of --against, it is kept too.
+	_, stopB := startStoppableServe(t, "--tensor-warehouse", newer, "--against", old)
+	if _, err := outputroot.GC(filepath.Dir(old), outputroot.GCOptions{Keep: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("gc removed the --against version: %v", err)
+	}
+	stopB()
 	if _, err := outputroot.GC(filepath.Dir(old), outputroot.GCOptions{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
