@@ -530,3 +530,43 @@ func savePNG(t *testing.T, img image.Image, name string) {
 	png.Encode(f, img)
 	t.Logf("screenshot saved to %s", p)
 }
+
+// An episode sample's page (kinodb demo) shows its extras' values, one plot
+// per extra over the neighbouring frames, and the frames beside it in its
+// episode as tiles.
+func TestServeEpisodeSamplePage(t *testing.T) {
+	dir, m, base := serveDemo(t, "kdb", t.TempDir())
+	recs := readSamples(t, dir)
+	if len(m.Extras) == 0 {
+		t.Fatal("the kinodb demo has no extras")
+	}
+	// A kept frame with a neighbour on each side in its episode.
+	pick := -1
+	for i := 1; i+1 < len(recs); i++ {
+		if recs[i].Kept && recs[i-1].SourceIndex == recs[i].SourceIndex && recs[i+1].SourceIndex == recs[i].SourceIndex {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		t.Fatal("no kept frame inside an episode")
+	}
+	page := httpGet(t, base+"/sample/"+strconv.Itoa(pick))
+	if got := strings.Count(page, `class="plot"`); got != len(m.Extras) {
+		t.Errorf("%d plots, want one per extra (%d)", got, len(m.Extras))
+	}
+	for _, e := range m.Extras {
+		if !strings.Contains(page, "<th>"+e.Name+" ") {
+			t.Errorf("the page does not list extra %s", e.Name)
+		}
+	}
+	var want []int
+	for i := max(0, pick-3); i <= min(len(recs)-1, pick+3); i++ {
+		if i != pick && recs[i].SourceIndex == recs[pick].SourceIndex {
+			want = append(want, i)
+		}
+	}
+	if got := tileSeqs(page); !slices.Equal(got, want) {
+		t.Errorf("neighbour tiles %v, want the episode's frames %v", got, want)
+	}
+}
