@@ -6,6 +6,8 @@
 #                                                      `latest`, or says "up to date"
 #   2. verify  warehouse-etl verify --full             the version directory build printed
 #   3. gc      warehouse-etl gc --keep N --keep-days D under that version's output root
+#   4. report  warehouse-etl report --out REPORT_DIR/<version>: the viewer's pages as static
+#                                                      HTML beside the build (REPORTS=0: skip)
 #
 # A step that fails stops the night, and the script exits with that step's exit code
 # unchanged, so the scheduler can tell "retry" (1, 5) from "alert, do not retry"
@@ -24,6 +26,8 @@
 #                     warehouse-etl-nightly-NAME.prom (NAME: CONFIG's file name without
 #                     its extension)
 #   WAREHOUSE_CLEAR   passed on to build: 1 rebuilds the version and replaces it (README)
+#   REPORT_DIR        where report writes (default: OUTPUT_ROOT/reports, one directory per
+#                     version, named like it; gc does not remove them); REPORTS=0 skips it
 #
 # build --lock-wait and --metrics-file are new in issue 12: a binary older than them
 # rejects them as a usage error (exit 2).
@@ -40,6 +44,7 @@ keep_days=${KEEP_DAYS:-7}
 lock_wait=${LOCK_WAIT:-30m}
 verify_flags=${VERIFY_FLAGS---full}
 metrics_dir=${METRICS_DIR:-}
+reports=${REPORTS:-1}
 name=$(basename "$config")
 name=${name%.*}
 
@@ -139,6 +144,11 @@ echo "nightly: version $dir"
 # shellcheck disable=SC2086 # verify_flags is a list of flags, possibly empty
 run verify "$bin" verify --tensor-warehouse "$dir" $verify_flags || fail $?
 run gc "$bin" gc --output-root "$(dirname "$dir")" --keep "$keep" --keep-days "$keep_days" || fail $?
+if [ "$reports" != 0 ]; then
+	report_dir=${REPORT_DIR:-$(dirname "$dir")/reports}/$(basename "$dir")
+	run report "$bin" report --tensor-warehouse "$dir" --out "$report_dir" || fail $?
+	echo "nightly: report $report_dir/index.html"
+fi
 step='done'
 if [ -n "$interrupted" ]; then
 	exit 130

@@ -186,3 +186,18 @@ func TestCheck(t *testing.T) {
 		t.Errorf("open: %q\nwant %q", got, want)
 	}
 }
+
+func TestLimitDescribe(t *testing.T) {
+	for _, c := range []struct {
+		l    Limit
+		want string
+	}{
+		{Limit{}, "no limit"},
+		{Limit{MaxCount: count(3)}, "max_count 3 (fail)"},
+		{Limit{MaxCount: count(3), MaxRatio: ratio(0.05), Action: ActionWarn}, "max_count 3, max_ratio 0.05 (warn)"},
+	} {
+		if got := c.l.Describe(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.l, got, c.want)
+		}
+	}
+}

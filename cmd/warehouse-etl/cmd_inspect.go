@@ -7,24 +7,18 @@ import (
 	"flag"
 	"fmt"
 	"image"
-	"image/color"
 	"image/png"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/x448/float16"
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
-
 	"warehouse-etl/shard"
 	"warehouse-etl/validate"
+	"warehouse-etl/viewer/render"
 	"warehouse-etl/warehouse"
 )
 
@@ -95,7 +89,7 @@ func runInspect(ctx context.Context, opts inspectOptions, s streams) error {
 		}
 		report.Sample = describeSample(m, sample)
 		if opts.PNG != "" {
-			if err := writePNG(opts.PNG, renderSample(m, sample)); err != nil {
+			if err := writePNG(opts.PNG, render.Sample(m, sample)); err != nil {
 				return err
 			}
 			report.Sample.PNG = opts.PNG
@@ -175,7 +169,7 @@ func describeSample(m *warehouse.Manifest, s warehouse.Sample) *sampleReport {
 	}
 	classes := s.ClassIndex()
 	for j, b := range s.Boxes() {
-		rep.Boxes = append(rep.Boxes, sampleBox{Box: b, ClassIndex: classes[j], Class: className(m, classes[j])})
+		rep.Boxes = append(rep.Boxes, sampleBox{Box: b, ClassIndex: classes[j], Class: render.ClassName(m, classes[j])})
 	}
 	extras := s.Extras()
 	for _, e := range m.Extras {
@@ -186,15 +180,6 @@ func describeSample(m *warehouse.Manifest, s warehouse.Sample) *sampleReport {
 		rep.Extras = append(rep.Extras, namedExtra{Name: e.Name, Shape: e.Shape, Values: extras[e.Offset : e.Offset+n]})
 	}
 	return rep
-}
-
-func className(m *warehouse.Manifest, idx int32) string {
-	for _, c := range m.Classes {
-		if c.Index == int(idx) {
-			return c.Name
-		}
-	}
-	return fmt.Sprintf("class %d", idx)
 }
 
 func printInspect(w io.Writer, r *inspectReport) {
@@ -256,7 +241,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 		limit validate.Limit
 		count int64
 	}{{"invalid", th.Invalid, tot.Invalid}, {"missing", th.Missing, tot.Missing()}, {"empty", th.Empty, tot.Empty}} {
-		fmt.Fprintf(w, "  %-8s %s: %d of %d\n", cat.name, describeLimit(cat.limit), cat.count, tot.Total)
+		fmt.Fprintf(w, "  %-8s %s: %d of %d\n", cat.name, cat.limit.Describe(), cat.count, tot.Total)
 	}
 	for _, f := range r.ThresholdFindings {
 		fmt.Fprintf(w, "  EXCEEDED %s\n", f.String())
@@ -293,24 +278,6 @@ func printInspect(w io.Writer, r *inspectReport) {
 	}
 }
 
-func describeLimit(l validate.Limit) string {
-	var parts []string
-	if l.MaxCount != nil {
-		parts = append(parts, fmt.Sprintf("max_count %d", *l.MaxCount))
-	}
-	if l.MaxRatio != nil {
-		parts = append(parts, fmt.Sprintf("max_ratio %g", *l.MaxRatio))
-	}
-	if len(parts) == 0 {
-		return "no limit"
-	}
-	action := l.Action
-	if action == "" {
-		action = validate.ActionFail
-	}
-	return strings.Join(parts, ", ") + " (" + string(action) + ")"
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -323,138 +290,6 @@ func abbreviate(sum string) string {
 		return sum[:12] + "…"
 	}
 	return sum
-}
-
-// classColors are distinct, saturated outline colours, by class index.
-var classColors = []color.RGBA{
-	{255, 64, 64, 255}, {64, 255, 64, 255}, {64, 160, 255, 255}, {255, 220, 0, 255},
-	{255, 0, 255, 255}, {0, 255, 255, 255}, {255, 128, 0, 255}, {160, 96, 255, 255},
-}
-
-// letterboxColor outlines the image content inside the letterbox.
-var letterboxColor = color.RGBA{128, 128, 128, 255}
-
-// renderSample turns sample s back into an RGB picture: each stored value
-// v is de-normalized (v*std + mean when the warehouse normalizes, v
-// otherwise), scaled by 255, rounded and clamped; a U8 image is drawn as
-// stored. The letterbox content
-// rectangle is outlined in grey (dashed), every box in its class colour (2
-// pixels, inside the box) with the class name above it.
-func renderSample(m *warehouse.Manifest, s warehouse.Sample) *image.RGBA {
-	t := m.Transform
-	w, h := t.TargetWidth, t.TargetHeight
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	if s.DType() == shard.U8 {
-		// The stored pixels are the image before normalization.
-		pix := s.ImageU8()
-		for c := range 3 {
-			for i, v := range pix[c*w*h : (c+1)*w*h] {
-				img.Pix[4*i+c] = v
-			}
-		}
-	} else {
-		values := imageFloat32(s)
-		normalized := len(t.Mean) == 3 && len(t.Std) == 3
-		for c := range 3 {
-			for i, v := range values[c*w*h : (c+1)*w*h] {
-				x := float64(v)
-				if normalized {
-					x = x*t.Std[c] + t.Mean[c]
-				}
-				img.Pix[4*i+c] = uint8(math.Round(math.Min(255, math.Max(0, x*255))))
-			}
-		}
-	}
-	for i := range w * h {
-		img.Pix[4*i+3] = 255
-	}
-
-	meta := s.Meta()
-	if int(meta.ResizedWidth) != w || int(meta.ResizedHeight) != h {
-		x0, y0 := int(meta.PadX), int(meta.PadY)
-		dashedRect(img, x0, y0, x0+int(meta.ResizedWidth)-1, y0+int(meta.ResizedHeight)-1, letterboxColor)
-	}
-	classes := s.ClassIndex()
-	for j, b := range s.Boxes() {
-		col := classColors[int(classes[j])%len(classColors)]
-		x0, y0, x1, y1 := boxPixels(b, w, h)
-		for k := range 2 {
-			rect(img, x0+k, y0+k, x1-k, y1-k, col)
-		}
-		label(img, x0, y0, className(m, classes[j]), col)
-	}
-	return img
-}
-
-// boxPixels are the first and last pixel columns and rows a normalized box
-// covers in a w x h image.
-func boxPixels(b [4]float32, w, h int) (x0, y0, x1, y1 int) {
-	clampTo := func(v, n int) int { return min(max(v, 0), n-1) }
-	x0 = clampTo(int(math.Floor(float64(b[0])*float64(w))), w)
-	y0 = clampTo(int(math.Floor(float64(b[1])*float64(h))), h)
-	x1 = clampTo(int(math.Ceil(float64(b[2])*float64(w)))-1, w)
-	y1 = clampTo(int(math.Ceil(float64(b[3])*float64(h)))-1, h)
-	return x0, y0, max(x0, x1), max(y0, y1)
-}
-
-// imageFloat32 returns the sample's image values as float32, CHW.
-func imageFloat32(s warehouse.Sample) []float32 {
-	if s.DType() == shard.F32 {
-		return s.ImageF32()
-	}
-	bits := s.ImageF16()
-	out := make([]float32, len(bits))
-	for i, b := range bits {
-		out[i] = float16.Frombits(b).Float32()
-	}
-	return out
-}
-
-func rect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
-	if x1 < x0 || y1 < y0 {
-		return
-	}
-	for x := x0; x <= x1; x++ {
-		img.SetRGBA(x, y0, c)
-		img.SetRGBA(x, y1, c)
-	}
-	for y := y0; y <= y1; y++ {
-		img.SetRGBA(x0, y, c)
-		img.SetRGBA(x1, y, c)
-	}
-}
-
-func dashedRect(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA) {
-	for x := x0; x <= x1; x++ {
-		if x/4%2 == 0 {
-			img.SetRGBA(x, y0, c)
-			img.SetRGBA(x, y1, c)
-		}
-	}
-	for y := y0; y <= y1; y++ {
-		if y/4%2 == 0 {
-			img.SetRGBA(x0, y, c)
-			img.SetRGBA(x1, y, c)
-		}
-	}
-}
-
-// label writes text in c on a black strip just above (x, y), or just
-// inside the box when there is no room above.
-func label(img *image.RGBA, x, y int, text string, c color.RGBA) {
-	face := basicfont.Face7x13
-	width := font.MeasureString(face, text).Ceil()
-	top := y - 13
-	if top < 0 {
-		top = y + 2
-	}
-	for yy := top; yy < top+13 && yy < img.Rect.Max.Y; yy++ {
-		for xx := x; xx < x+width+2 && xx < img.Rect.Max.X; xx++ {
-			img.SetRGBA(xx, yy, color.RGBA{0, 0, 0, 255})
-		}
-	}
-	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: face, Dot: fixed.P(x+1, top+10)}
-	d.DrawString(text)
 }
 
 func writePNG(path string, img image.Image) error {

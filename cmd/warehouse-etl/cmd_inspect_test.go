@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"warehouse-etl/validate"
+	"warehouse-etl/viewer/render"
 	"warehouse-etl/warehouse"
 )
 
@@ -118,7 +119,7 @@ func inspectRendersSampleBackToItsSource(t *testing.T, dtype string) {
 	for j, b := range s.Boxes() {
 		x0 := int(math.Floor(float64(b[0]) * 200))
 		yMid := int((float64(b[1]) + float64(b[3])) / 2 * 150)
-		want := classColors[int(classes[j])%len(classColors)]
+		want := render.ClassColor(int(classes[j]))
 		if c := color.RGBAModel.Convert(got.At(x0, yMid)).(color.RGBA); c != want {
 			t.Errorf("box %d: left edge pixel (%d,%d) is %v, want class colour %v", j, x0, yMid, c, want)
 		}

@@ -49,6 +49,8 @@ var commands = []command{
 	{"load", "read a warehouse the way training does and report throughput", flagStep("load", loadSynopsis, runLoad)},
 	{"export", "write a version's exports: export parquet (analytics), export zarr (Zarr v3 store)", exportCommand},
 	{"diff", "compare two versions; exit 6 past the drift limits", flagStep("diff", diffSynopsis, runDiff)},
+	{"serve", "serve a read-only web viewer of a version (samples, rejections, runs, drift) on 127.0.0.1", flagStep("serve", serveSynopsis, runServe)},
+	{"report", "write the viewer's overview and sample pages as static HTML with images (--out DIR)", flagStep("report", reportSynopsis, runReport)},
 	{"gc", "remove old versions and unfinished builds' temporaries under an output root (--keep N)", flagStep("gc", gcSynopsis, runGC)},
 }
 

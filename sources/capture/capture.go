@@ -289,20 +289,7 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 	}
 
 	for _, b := range l.boxes {
-		var px [4]float64
-		var r validate.Reason
-		switch {
-		case b.px != nil && sized:
-			px, r = validate.CheckPx(*b.px, smp.Width, smp.Height)
-		case b.px != nil:
-			r = validate.CheckOrder(*b.px)
-		case b.norm != nil && sized:
-			px, r = validate.NormToPx(*b.norm, smp.Width, smp.Height)
-		case b.norm != nil:
-			r = validate.CheckNorm(*b.norm)
-		default:
-			r = validate.ReasonInvalidBBox
-		}
+		px, r := b.check(smp.Width, smp.Height, sized)
 		if r != "" {
 			reasons = append(reasons, r)
 			continue
@@ -317,6 +304,23 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 	}
 	smp.Reasons = validate.Normalize(reasons)
 	return smp, nil
+}
+
+// check resolves a box to source pixels and checks it against an image of
+// w x h (sized: the size is known; otherwise only what the label alone
+// shows is checked).
+func (b labelBox) check(w, h int, sized bool) (px [4]float64, r validate.Reason) {
+	switch {
+	case b.px != nil && sized:
+		return validate.CheckPx(*b.px, w, h)
+	case b.px != nil:
+		return px, validate.CheckOrder(*b.px)
+	case b.norm != nil && sized:
+		return validate.NormToPx(*b.norm, w, h)
+	case b.norm != nil:
+		return px, validate.CheckNorm(*b.norm)
+	}
+	return px, validate.ReasonInvalidBBox
 }
 
 // probeImage checks the image at rel (relative to the root) and reads its

@@ -1,0 +1,252 @@
+package viewer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	_ "image/jpeg" // source images of rejected samples
+	"image/png"
+	"io"
+	"math"
+	"path"
+	"strings"
+
+	"warehouse-etl/analytics/records"
+	"warehouse-etl/sources"
+	"warehouse-etl/sources/capture"
+	"warehouse-etl/viewer/render"
+)
+
+// ThumbSize bounds a tile's picture, in pixels on each side.
+const ThumbSize = 192
+
+// maxSourcePixels bounds a source image the viewer decodes (checked from
+// its header before decoding): a rejected sample may be rejected for its
+// size, and the viewer must not be the thing that runs out of memory.
+const maxSourcePixels = 64 << 20
+
+// errNoImage says a sample has no picture to show (its source image is
+// missing, not a file the viewer decodes, or the dataset root is unknown).
+var errNoImage = errors.New("no image for this sample")
+
+// sourceImageExts are the source files a rejected sample's picture is
+// decoded from; episode sources keep frames inside container files.
+var sourceImageExts = []string{".png", ".jpg", ".jpeg"}
+
+// hasSourceImage says whether a rejected sample's image can be looked for.
+func (v *Viewer) hasSourceImage(imagePath string) bool {
+	if v.data == nil || imagePath == "" {
+		return false
+	}
+	ext := strings.ToLower(path.Ext(imagePath))
+	for _, e := range sourceImageExts {
+		if ext == e {
+			return true
+		}
+	}
+	return false
+}
+
+// thumbSize is the size of a kept sample's thumbnail.
+func (v *Viewer) thumbSize() (int, int) {
+	return render.Fit(v.m.Transform.TargetWidth, v.m.Transform.TargetHeight, ThumbSize)
+}
+
+// samplePNG renders sample seq as PNG bytes: a kept sample from its shard
+// tensor at the target size (full) or thumbnail size, with its boxes; a
+// rejected one from its source image when it can be decoded, scaled to fit
+// the thumbnail or, full, 1024 pixels.
+func (v *Viewer) samplePNG(seq int, full bool) ([]byte, error) {
+	ix, err := v.sampleIndex()
+	if err != nil {
+		return nil, err
+	}
+	if seq < 0 || seq >= ix.len() {
+		return nil, errNoImage
+	}
+	var img image.Image
+	if i := int(ix.index[seq]); i >= 0 {
+		s, err := v.r.Sample(i)
+		if err != nil {
+			return nil, err
+		}
+		w, h := v.m.Transform.TargetWidth, v.m.Transform.TargetHeight
+		if !full {
+			w, h = v.thumbSize()
+		}
+		img = render.SampleScaled(v.m, s, w, h)
+	} else {
+		rec, err := ix.record(v.samples, seq)
+		if err != nil {
+			return nil, err
+		}
+		limit := ThumbSize
+		if full {
+			limit = 1024
+		}
+		if img, err = v.sourceImage(rec, limit); err != nil {
+			return nil, err
+		}
+	}
+	var b bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&b, img); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// sourceImage decodes a rejected sample's source image under the dataset
+// root and draws its label's boxes on it (refusedBoxes), scaled to fit
+// limit. The os.Root refuses a path that leaves the root, through ".." or
+// a symbolic link.
+func (v *Viewer) sourceImage(rec *records.SampleLine, limit int) (image.Image, error) {
+	if !v.hasSourceImage(rec.ImagePath) {
+		return nil, errNoImage
+	}
+	src, err := v.decodeSource(rec.ImagePath)
+	if err != nil {
+		return nil, err
+	}
+	w, h := src.Bounds().Dx(), src.Bounds().Dy()
+	boxes := v.refusedBoxes(rec, w, h)
+	// The canvas holds the image and every box, up to half the image
+	// size around it: a box out of bounds is drawn where the label put it.
+	x0, y0, x1, y1 := 0.0, 0.0, float64(w), float64(h)
+	for _, b := range boxes {
+		x0, y0 = math.Min(x0, b.px[0]), math.Min(y0, b.px[1])
+		x1, y1 = math.Max(x1, b.px[2]), math.Max(y1, b.px[3])
+	}
+	x0, y0 = math.Max(x0, -float64(w)/2), math.Max(y0, -float64(h)/2)
+	x1, y1 = math.Min(x1, 1.5*float64(w)), math.Min(y1, 1.5*float64(h))
+	cw, ch := int(math.Ceil(x1-x0)), int(math.Ceil(y1-y0))
+	tw, th := render.Fit(cw, ch, limit)
+	sx, sy := float64(tw)/float64(cw), float64(th)/float64(ch)
+	canvas := image.NewRGBA(image.Rect(0, 0, tw, th))
+	draw.Draw(canvas, canvas.Bounds(), image.NewUniform(color.RGBA{48, 48, 48, 255}), image.Point{}, draw.Src)
+	ix0, iy0 := int(math.Round(-x0*sx)), int(math.Round(-y0*sy))
+	ix1, iy1 := int(math.Round((float64(w)-x0)*sx)), int(math.Round((float64(h)-y0)*sy))
+	scaled := render.Scale(src, ix1-ix0, iy1-iy0)
+	draw.Draw(canvas, image.Rect(ix0, iy0, ix1, iy1), scaled, image.Point{}, draw.Src)
+	if cw != w || ch != h {
+		render.DashedRect(canvas, ix0, iy0, ix1-1, iy1-1, render.LetterboxColor)
+	}
+	var drawn []render.Box
+	for _, b := range boxes {
+		n := [4]float32{float32((b.px[0] - x0) / float64(cw)), float32((b.px[1] - y0) / float64(ch)), float32((b.px[2] - x0) / float64(cw)), float32((b.px[3] - y0) / float64(ch))}
+		drawn = append(drawn, render.Box{Box: n, Name: b.name, Color: b.color})
+	}
+	render.Draw(canvas, drawn)
+	return canvas, nil
+}
+
+// decodeSource decodes an image file under the dataset root, its size
+// checked from the header first.
+func (v *Viewer) decodeSource(rel string) (image.Image, error) {
+	f, err := v.data.Open(rel)
+	if err != nil {
+		v.log.Debug("source image not readable", "path", rel, "err", err)
+		return nil, errNoImage
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, errNoImage
+	}
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxSourcePixels {
+		return nil, errNoImage
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoImage, err)
+	}
+	return img, nil
+}
+
+// refusedBox is one box of a rejected sample's label, in source pixels.
+type refusedBox struct {
+	px    [4]float64
+	name  string
+	color color.RGBA
+}
+
+// maxLabelBytes bounds a label file the viewer parses.
+const maxLabelBytes = 4 << 20
+
+// refusedBoxes are the boxes the label of a rejected capture sample wrote,
+// checked as the build checked them: a refused box in RefusedColor named
+// with its reason, a good one in its class colour. Other sources' labels
+// are not parsed here (nil).
+func (v *Viewer) refusedBoxes(rec *records.SampleLine, w, h int) []refusedBox {
+	if v.m.Source.Kind != "capture" || rec.LabelPath == "" || v.data == nil {
+		return nil
+	}
+	data, err := readSmall(v.data, rec.LabelPath, maxLabelBytes)
+	if err != nil {
+		return nil
+	}
+	var out []refusedBox
+	for _, b := range capture.LabelBoxes(data, v.m.Source.LabelKeys, w, h) {
+		if b.Written == nil || !finite(b.Written[:]) {
+			continue
+		}
+		rb := refusedBox{px: *b.Written, name: v.classOf(b.Class), color: render.RefusedColor}
+		if i := v.classIndex(b.Class); i >= 0 {
+			rb.name = render.ClassName(v.m, int32(i))
+		}
+		if b.Reason != "" {
+			rb.name += " " + string(b.Reason)
+		} else if i := v.classIndex(b.Class); i >= 0 {
+			rb.color = render.ClassColor(i)
+		}
+		// A box written backwards is drawn over the span it names.
+		if rb.px[0] > rb.px[2] {
+			rb.px[0], rb.px[2] = rb.px[2], rb.px[0]
+		}
+		if rb.px[1] > rb.px[3] {
+			rb.px[1], rb.px[3] = rb.px[3], rb.px[1]
+		}
+		out = append(out, rb)
+	}
+	return out
+}
+
+func finite(v []float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > 1e7 {
+			return false
+		}
+	}
+	return true
+}
+
+// classIndex is the manifest's index of a label's class key, -1 if none:
+// the key's name as the build names it (pipeline's className: the name,
+// else class_<id>, else "object") or its numeric id.
+func (v *Viewer) classIndex(k sources.ClassKey) int {
+	name := v.classOf(k)
+	for _, c := range v.m.Classes {
+		if c.Name == name || (k.HasID && c.ID != nil && *c.ID == k.ID) {
+			return c.Index
+		}
+	}
+	return -1
+}
+
+// classOf names a label's class key as the build does.
+func (v *Viewer) classOf(k sources.ClassKey) string {
+	switch {
+	case k.Name != "":
+		return k.Name
+	case k.HasID:
+		return fmt.Sprintf("class_%d", k.ID)
+	}
+	return "object"
+}

@@ -1,0 +1,264 @@
+package viewer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"warehouse-etl/analytics/records"
+	"warehouse-etl/config"
+	"warehouse-etl/pipeline"
+	"warehouse-etl/sources"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+// buildConfig builds configs/<name>.jsonc with absolute paths and an
+// output root in a temp dir, through the pipeline, and returns the version
+// directory.
+func buildConfig(t testing.TB, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../configs/" + name + ".jsonc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testdata, _ := filepath.Abs("../testdata")
+	text := strings.ReplaceAll(string(raw), `"../testdata/`, `"`+testdata+`/`)
+	text = strings.ReplaceAll(text, `"../out/`, `"`+t.TempDir()+`/`)
+	p := filepath.Join(t.TempDir(), name+".jsonc")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Dir
+}
+
+// allLines decodes samples.jsonl independently of the index.
+func allLines(t testing.TB, dir string) []*records.SampleLine {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "samples.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*records.SampleLine
+	for _, line := range bytes.SplitAfter(raw, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		s, err := records.DecodeSampleLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Every filter (run, reason, class, status, and each pair of them) selects
+// exactly the samples.jsonl lines it names, in scan order.
+func TestViewerFiltersMatchSamples(t *testing.T) {
+	for _, demo := range []string{"demo", "coco"} {
+		t.Run(demo, func(t *testing.T) {
+			dir := buildConfig(t, demo)
+			v, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			ix, err := v.sampleIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := allLines(t, dir)
+			var filters []Filter
+			for _, status := range []string{"", "kept", "rejected"} {
+				filters = append(filters, Filter{Status: status})
+				for r := range v.m.Summary.Runs {
+					filters = append(filters, Filter{Run: r + 1, Status: status})
+				}
+				for _, c := range v.m.Classes {
+					filters = append(filters, Filter{Class: c.Index + 1, Status: status}, Filter{Class: c.Index + 1, Run: 1, Status: status})
+				}
+				for code := range v.m.Summary.Total.ByReason {
+					filters = append(filters, Filter{Reason: string(code), Status: status}, Filter{Reason: string(code), Run: 1})
+				}
+			}
+			for _, f := range filters {
+				var want []int32
+				for _, s := range lines {
+					switch {
+					case f.Run > 0 && s.SourceIndex != int64(f.Run-1):
+					case f.Status == "kept" && !s.Kept, f.Status == "rejected" && s.Kept:
+					case f.Reason != "" && !slices.Contains(s.Reasons, f.Reason):
+					case f.Class > 0 && !slices.Contains(s.ClassIndex, int64(f.Class-1)):
+					default:
+						want = append(want, int32(s.Seq))
+					}
+				}
+				if got := ix.match(f); !slices.Equal(got, want) {
+					t.Errorf("filter %+v: %v, samples.jsonl %v", f, got, want)
+				}
+			}
+		})
+	}
+}
+
+// The grid pages through matches PageSize at a time and clamps a page past
+// the end to the last.
+func TestViewerGridPages(t *testing.T) {
+	dir := buildConfig(t, "demo")
+	v, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	g, err := v.gridBody(Filter{}, 99, serverLinks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Matches != int(v.m.InputSamples) || g.Page != g.Pages-1 || len(g.Tiles) != g.Last-g.First+1 {
+		t.Errorf("page 99 of %d samples: %+v", v.m.InputSamples, g)
+	}
+}
+
+// genSource is n synthetic samples in runs of 1000, made on the fly: every
+// 10th is empty, every 13th has a box out of bounds (rejected), the others
+// one box of one of 7 classes, all showing one tiny PNG.
+type genSource struct {
+	n   int
+	png []byte
+}
+
+func (g *genSource) Kind() string { return "gen" }
+func (g *genSource) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
+	for i := range g.n {
+		s := sources.Sample{
+			Seq: int64(i), Source: fmt.Sprintf("run_%03d", i/1000), SourceIndex: int32(i / 1000), Frame: uint64(i % 1000),
+			ImagePath: fmt.Sprintf("frames/%07d.png", i), LabelPath: fmt.Sprintf("labels/%07d.json", i), Width: 10, Height: 10,
+		}
+		switch {
+		case i%13 == 0:
+			s.Reasons = []validate.Reason{validate.ReasonBBoxOutOfBounds}
+		case i%10 == 0:
+			s.Reasons = []validate.Reason{validate.ReasonEmpty}
+		default:
+			s.Boxes = []sources.Box{{X0: 1, Y0: 2, X1: 6, Y1: 8, Class: sources.ClassKey{Name: fmt.Sprintf("c%d", i%7)}}}
+			s.ValidBoxes = 1
+		}
+		if err := fn(&s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (g *genSource) Fingerprint(ctx context.Context, fn func(warehouse.FileEntry) error) error {
+	for i := range g.n {
+		if err := fn(warehouse.FileEntry{Path: fmt.Sprintf("frames/%07d.png", i), Size: int64(len(g.png)), MtimeNs: 1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (g *genSource) ReadImage(*sources.Sample) (sources.Image, error) {
+	return sources.Image{Encoded: g.png}, nil
+}
+func (g *genSource) Extras() []sources.ExtraSpec { return nil }
+func (g *genSource) Entries() []warehouse.SourceEntry {
+	var out []warehouse.SourceEntry
+	for r := range (g.n + 999) / 1000 {
+		out = append(out, warehouse.SourceEntry{Index: r, Name: fmt.Sprintf("run_%03d", r)})
+	}
+	return out
+}
+
+func tinyPNG(t testing.TB) []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, 10, 10))
+	for i := range 100 {
+		img.Set(i%10, i/10, color.NRGBA{uint8(i * 2), 100, 200, 255})
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// BenchmarkViewer100k builds a 100,000-sample warehouse (100 runs, 7
+// classes, about 15% rejected) and times what a person waits for: opening
+// the version, the overview page, the first grid page (which builds the
+// samples.jsonl index), a grid page deep in a filter, a sample page and a
+// thumbnail. Run it once:
+//
+//	go test ./viewer -run '^$' -bench Viewer100k -benchtime 1x
+func BenchmarkViewer100k(b *testing.B) {
+	const n = 100_000
+	cfg := config.Defaults()
+	cfg.Source.Root = "gen"
+	cfg.TargetSize = [2]int{16, 16}
+	cfg.MaxBoxes = 2
+	cfg.ShardTargetMB = 4
+	cfg.Thresholds = validate.Thresholds{}
+	cfg.OutputRoot = filepath.Join(b.TempDir(), "out")
+	t0 := time.Now()
+	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: &genSource{n: n, png: tinyPNG(b)}, Workers: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("built %d samples in %s", n, time.Since(t0).Round(time.Millisecond))
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		v, err := Open(res.Dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		open := time.Since(t0)
+		h := v.Handler()
+		get := func(url string) time.Duration {
+			t0 := time.Now()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+			if rec.Code != http.StatusOK {
+				b.Fatalf("GET %s: %d %s", url, rec.Code, rec.Body.String())
+			}
+			return time.Since(t0)
+		}
+		// The overview while the index builds in the background (Handler
+		// starts it), then the first grid page waits for the rest of it.
+		overview := get("/")
+		firstGrid := get("/samples")
+		indexed := time.Since(t0)
+		deepGrid := get("/samples?reason=bbox_out_of_bounds&status=rejected&page=150")
+		classGrid := get("/samples?class=3&run=57&page=1")
+		sample := get("/sample/98765")
+		thumb := get("/img/thumb/98766.png")
+		v.Close()
+		b.ReportMetric(open.Seconds()*1e3, "ms-open")
+		b.ReportMetric(overview.Seconds()*1e3, "ms-overview")
+		b.ReportMetric((open+overview).Seconds()*1e3, "ms-open+overview")
+		b.ReportMetric(firstGrid.Seconds()*1e3, "ms-first-grid")
+		b.ReportMetric(indexed.Seconds()*1e3, "ms-open-to-first-grid")
+		b.ReportMetric(deepGrid.Seconds()*1e3, "ms-deep-grid")
+		b.ReportMetric(classGrid.Seconds()*1e3, "ms-class-grid")
+		b.ReportMetric(sample.Seconds()*1e3, "ms-sample")
+		b.ReportMetric(thumb.Seconds()*1e3, "ms-thumb")
+	}
+}
