@@ -505,7 +505,7 @@ func (b *builder) assemble(ctx context.Context, tmp string, st *staging, scan *s
 			return nil, err
 		}
 		out.shards = append(out.shards, warehouse.Shard{
-			ID: shardID(k), RelativePath: rel, ShardVersion: uint32(shard.Version1),
+			ID: shardID(k), RelativePath: rel, ShardVersion: uint32(l.Version()),
 			FirstSample: out.samples, Samples: r.Samples,
 			Width: l.Width, Height: l.Height, Channels: l.Channels, MaxBoxes: l.MaxBoxes,
 			DType: l.DType.String(), Endianness: "Little", Bytes: r.Bytes, ChecksumSHA256: r.SHA256,

@@ -322,6 +322,31 @@ func badInputCases() []badInputCase {
 			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): bytes 1174, but 4 samples of this layout take 1220 (1184 without per-sample checksums)"}},
 		},
 		{
+			// From shard_version 2 on the version decides whether a shard
+			// has per-sample checksums, and the manifest's size must agree.
+			name: "checksum section cut off, manifest bytes edited to match", shard: 1,
+			break_: func(t *testing.T, fx *fixture) {
+				if err := os.Truncate(fx.shardPath(1), 1184); err != nil {
+					t.Fatal(err)
+				}
+				fx.m.Shards[1].Bytes = 1184
+				fx.writeManifest(t)
+			},
+			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 3 has per-sample checksums, but bytes 1184 is the size without them",
+			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 3 has per-sample checksums, but bytes 1184 is the size without them"}},
+			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 3 has per-sample checksums, but bytes 1184 is the size without them"}},
+		},
+		{
+			name: "manifest says shard_version 2 for a shard with checksums", shard: 1,
+			break_: func(t *testing.T, fx *fixture) {
+				fx.m.Shards[1].ShardVersion = 2
+				fx.writeManifest(t)
+			},
+			open:  "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 2 has no per-sample checksums, but bytes 1220 is the size with them",
+			quick: []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 2 has no per-sample checksums, but bytes 1220 is the size with them"}},
+			full:  []Finding{{Kind: FindingManifest, Sample: -1, Detail: "%[1]s/manifest.json: manifest invalid: shards[1] (shard-00001): shard_version 2 has no per-sample checksums, but bytes 1220 is the size with them"}},
+		},
+		{
 			name: "flipped magic byte", shard: 1,
 			break_:     func(t *testing.T, fx *fixture) { fx.flipByte(t, 1, 0) },
 			sample:     `%[2]s: shard: corrupt: bad magic "\xabWH1", want "TWH1"`,
@@ -371,11 +396,20 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "future shard_version", shard: 1,
-			break_:     func(t *testing.T, fx *fixture) { fx.patchShard(t, 1, 4, []byte{2}) },
-			sample:     "%[2]s: shard: corrupt: unsupported shard_version 2, want 1..1",
+			break_:     func(t *testing.T, fx *fixture) { fx.patchShard(t, 1, 4, []byte{5}) },
+			sample:     "%[2]s: shard: corrupt: unsupported shard_version 5, want 1..4",
 			sampleSums: "%[2]s: " + checksum,
-			quick:      corrupt(s1, "unsupported shard_version 2, want 1..1"),
-			full:       withChecksum(s1, corrupt(s1, "unsupported shard_version 2, want 1..1")),
+			quick:      corrupt(s1, "unsupported shard_version 5, want 1..4"),
+			full:       withChecksum(s1, corrupt(s1, "unsupported shard_version 5, want 1..4")),
+		},
+		{
+			// shard_version 2 has no checksum section: the header contradicts itself.
+			name: "shard_version without the checksum section the shard has", shard: 1,
+			break_:     func(t *testing.T, fx *fixture) { fx.patchShard(t, 1, 4, []byte{2}) },
+			sample:     "%[2]s: shard: corrupt: shard_version 2 has no checksum section, checksum_offset is 1184",
+			sampleSums: "%[2]s: " + checksum,
+			quick:      corrupt(s1, "shard_version 2 has no checksum section, checksum_offset is 1184"),
+			full:       withChecksum(s1, corrupt(s1, "shard_version 2 has no checksum section, checksum_offset is 1184")),
 		},
 		{
 			name: "manifest lies about the total", shard: -1,
