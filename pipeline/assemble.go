@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"warehouse-etl/analytics/records"
-	"warehouse-etl/shard"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -71,7 +70,7 @@ func (b *builder) linkShards(tmp string, st *staging, sp shardPlan, receipts map
 			return nil, nil, err
 		}
 		out.shards = append(out.shards, warehouse.Shard{
-			ID: shardID(k), RelativePath: rel, ShardVersion: uint32(shard.Version1),
+			ID: shardID(k), RelativePath: rel, ShardVersion: uint32(l.Version()),
 			FirstSample: out.samples, Samples: r.Samples,
 			Width: l.Width, Height: l.Height, Channels: l.Channels, MaxBoxes: l.MaxBoxes,
 			DType: l.DType.String(), Endianness: "Little", Bytes: r.Bytes, ChecksumSHA256: r.SHA256,

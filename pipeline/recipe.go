@@ -23,7 +23,9 @@ import (
 // decode failure leaves its shard short (or absent) instead of moving
 // every later sample; image statistics are summed per shard, then over
 // shards. Both make the bytes independent of the partition count.
-const CodeVersion = "warehouse-etl/3"
+// 4: shards carry the shard_version of the features they use (3, 4 for
+// U8) instead of 1, and the manifest and the version key say so.
+const CodeVersion = "warehouse-etl/4"
 
 // outputDType is the config's dtype (config.Validate checks it; F16, the
 // default, for a config that was not validated).
@@ -79,7 +81,7 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	}
 	r.Set("format_version", warehouse.FormatVersion)
 	r.Set("code_version", CodeVersion)
-	r.Set("shard_version", uint32(shard.Version1))
+	r.Set("shard_version", uint32(shardLayout(c, 0).Version())) // what the Writer writes: 3, 4 for U8
 	r.Set("dataset_root", datasetRoot(c))
 	// The source's keys: its kind, the keys every recipe has and the ones
 	// only its kind records (a key a kind does not record is absent from

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -104,7 +103,7 @@ func (b *builder) manifest(scan *scanResult, w *writeResult, summary validate.Su
 			DType: c.DType, MaxBoxes: c.MaxBoxes, SkipEmpty: c.SkipEmpty, Decoder: transforms.DecoderIdentity(),
 		},
 		DefaultDType:        l.DType.String(),
-		DefaultShardVersion: uint32(shard.Version1),
+		DefaultShardVersion: uint32(l.Version()),
 		Thresholds:          b.thresholds,
 		Summary:             summary,
 		Classes:             scan.classes.classes,

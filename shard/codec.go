@@ -51,7 +51,7 @@ func decodeHeader(b []byte) Header {
 // at s.
 func (l Layout) header(samples uint64, s sections) Header {
 	return Header{
-		Version:        MaxSupportedVersion,
+		Version:        l.Version(),
 		DType:          l.DType,
 		Endianness:     EndianLittle,
 		Width:          uint32(l.Width),

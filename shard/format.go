@@ -24,12 +24,12 @@
 //	| mask    [N][B] box dtype (1 real, 0 pad)   |
 //	+--------------------------------------------+ mask_offset + N*B*b
 //	| zero padding to a multiple of 8            |
-//	+--------------------------------------------+ meta_offset (0 in the header = no meta section)
+//	+--------------------------------------------+ meta_offset (0 only in a Version1 shard without one)
 //	| meta header                     24 bytes   |
 //	| records [N] of record_size bytes           |
 //	| extras  [N][E] f32                         |
 //	| zero padding to a multiple of 8            |
-//	+--------------------------------------------+ checksum_offset (0 in the header = no checksum section)
+//	+--------------------------------------------+ checksum_offset (0 in Version2, and in a Version1 shard without one)
 //	| checksum header                 16 bytes   |
 //	| crc32c  [N] u32, one per sample            |
 //	| table_crc32c u32                           |
@@ -39,7 +39,7 @@
 //
 //	off size field
 //	0   4    magic "TWH1"
-//	4   4    shard_version u32   (Version)
+//	4   4    shard_version u32   (Version: 3, 4 for U8; see Versions)
 //	8   4    dtype u32           (DType)
 //	12  4    endianness u32      (0 = little; 1 = big is rejected)
 //	16  4    width u32
@@ -53,10 +53,34 @@
 //	64  8    meta_offset u64     (reserved = 0 in the original layout)
 //	72  8    checksum_offset u64 (reserved = 0 in the original layout; the shard sha256 lives in the manifest)
 //
-// The meta section is an extension that a reader of the original layout never
-// looks at: it reads images, boxes and mask at the offsets in the header and
-// ignores meta_offset, which the original reserved as zero. That is why the
-// extension did not bump shard_version; meta_offset != 0 is what signals it.
+// # Versions
+//
+// Each shard_version adds one feature, and a shard carries the lowest version
+// that has every feature it uses (Layout.Version):
+//
+//	version  adds                                  header
+//	1        the original layout, f32 and f16      meta_offset, checksum_offset 0 (but see below)
+//	2        the meta section (TWMD)               meta_offset != 0, checksum_offset 0
+//	3        the checksum section (TWCK)           meta_offset != 0, checksum_offset != 0
+//	4        dtype U8 (u8 images, padding after)   as 3; dtype may be 2
+//
+// The Writer writes 3, or 4 for U8. From Version2 on a reader decides by
+// the version: a section the version has must have a non-zero offset, one it
+// does not have a zero offset, and dtype 2 needs Version4; anything else is
+// corrupt. Shards written before versions named features (code_version
+// warehouse-etl/1 to warehouse-etl/3) all carry 1 whatever they hold, and
+// signal the meta section by meta_offset != 0, the checksum section by
+// checksum_offset != 0 and U8 by dtype 2: in a Version1 shard, and only
+// there, a reader detects those features (the legacy rule). Versions outside
+// MinSupportedVersion..MaxSupportedVersion are rejected.
+//
+// The 80-byte header is the same in every version. A reader of the original
+// layout that ignores shard_version reads images, boxes and mask of any
+// F16 or F32 shard at the offsets in the header, never looks past the mask
+// and never reads meta_offset or checksum_offset; one that insists on
+// shard_version 1 rejects the shards written now.
+//
+// The meta section:
 //
 //	off size field
 //	0   4    magic "TWMD"
@@ -88,10 +112,8 @@
 //	80  4*B  class_index [B]i32 (-1 for padding)
 //	...      zero padding to record_size
 //
-// The checksum section is a second extension of the same kind: a reader of
-// the original layout never reads it, and checksum_offset != 0 signals it.
-// It starts at the end of the extras (of the mask without a meta section)
-// rounded up to a multiple of 8:
+// The checksum section starts at the end of the extras (of the mask in a
+// Version1 shard without a meta section) rounded up to a multiple of 8:
 //
 //	off    size field
 //	0      4    magic "TWCK"
@@ -221,21 +243,70 @@ const (
 	ExtraF32Limit  = 65535
 )
 
-// Version is the shard_version field of the header.
+// Version is the shard_version field of the header. Each version adds one
+// feature to the one before it, as pebble's sstable TableFormat does, and a
+// shard carries the lowest version that has every feature it uses (see
+// Layout.Version). From Version2 on the version alone says which sections a
+// shard has; Parse rejects a header whose offsets or dtype disagree with it.
 type Version uint32
 
 const (
-	// Version1 is the original TWH1 layout: header, images, boxes, mask. It
-	// also covers the optional meta section (per-sample records and extras),
-	// which a Version1 reader of the original layout skips because it ignores
-	// meta_offset.
+	// Version1 is the original TWH1 layout: header, images, boxes and mask,
+	// in f32 or f16.
+	//
+	// It is also the version of every shard written before versions named
+	// features (code_version warehouse-etl/1 to warehouse-etl/3), which
+	// signal theirs instead: the meta section by meta_offset != 0, the
+	// checksum section by checksum_offset != 0 and u8 images by dtype 2. A
+	// reader detects those three features in a Version1 shard, and only
+	// there (the legacy rule).
 	Version1 Version = 1
+
+	// Version2 adds the meta section (TWMD): per-sample records and f32
+	// extras. meta_offset is not 0.
+	Version2 Version = 2
+
+	// Version3 adds the checksum section (TWCK): one CRC-32C per sample
+	// and one for the table. A Version3 shard has a meta section and a
+	// checksum section: neither meta_offset nor checksum_offset is 0.
+	Version3 Version = 3
+
+	// Version4 adds dtype U8: u8 images, zero padding after them to a
+	// multiple of 8, f32 boxes and mask. Shards of the other dtypes may
+	// carry it too; the Writer gives them Version3.
+	Version4 Version = 4
 
 	// MinSupportedVersion and MaxSupportedVersion bound the versions this
 	// package reads; any other shard_version is rejected.
 	MinSupportedVersion = Version1
-	MaxSupportedVersion = Version1
+	MaxSupportedVersion = Version4
 )
+
+// HasMeta reports whether every shard of version v has a meta section:
+// Version2 and later. It is false for Version1, whose shards may have one
+// all the same (meta_offset != 0, the legacy rule).
+func (v Version) HasMeta() bool { return v >= Version2 }
+
+// HasChecksums reports whether every shard of version v has a checksum
+// section: Version3 and later. It is false for Version2, whose shards have
+// none, and for Version1, whose shards may have one (checksum_offset != 0,
+// the legacy rule).
+func (v Version) HasChecksums() bool { return v >= Version3 }
+
+// HasU8 reports whether version v has dtype U8: Version4 and later. It is
+// false for Version1, whose shards may be U8 all the same (dtype 2, the
+// legacy rule).
+func (v Version) HasU8() bool { return v >= Version4 }
+
+// Version returns the shard_version the Writer writes for shards of l: the
+// lowest version that has every feature they use. The Writer always writes
+// the meta and checksum sections, so that is Version3, or Version4 for U8.
+func (l Layout) Version() Version {
+	if l.DType == U8 {
+		return Version4
+	}
+	return Version3
+}
 
 // MetaVersion is the meta_version field of the meta section.
 type MetaVersion uint32

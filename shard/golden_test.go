@@ -124,10 +124,10 @@ func (e *byteBuilder) checksumSection(crc0, crc1, table uint32) {
 }
 
 // wantHeader is the 80-byte header built field by field.
-func wantHeader(dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOffset, checksumOffset uint64) []byte {
+func wantHeader(version, dtype, height, maxBoxes uint32, boxesOffset, maskOffset, metaOffset, checksumOffset uint64) []byte {
 	var e byteBuilder
 	e.str("TWH1")
-	e.u32(1)        // shard_version
+	e.u32(version)  // shard_version
 	e.u32(dtype)    // dtype
 	e.u32(0)        // endianness
 	e.u32(3)        // width
@@ -155,7 +155,7 @@ var goldenCases = []goldenCase{{
 	samples: goldenSamples(36, [2][]float32{}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(1, 2, 3, 152, 200, 216, 432))
+		e.raw(wantHeader(3, 1, 2, 3, 152, 200, 216, 432)) // shard_version 3: meta and checksums
 		e.imagePattern(36)
 		e.u16s(0x3400, 0x3800, 0x3A00, 0x3C00, 0x0000, 0x3000, 0x3800, 0x3900, 0, 0, 0, 0)
 		e.u16s(0x2E66, 0x3266, 0x34CD, 0x3666, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -187,7 +187,7 @@ var goldenCases = []goldenCase{{
 	samples: goldenSamples(72, [2][]float32{{1.5, -2}, {0, 3.25}}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(0, 2, 2, 224, 288, 304, 520))
+		e.raw(wantHeader(3, 0, 2, 2, 224, 288, 304, 520)) // shard_version 3: meta and checksums
 		e.imagePattern(72)
 		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)
 		e.u32s(0x3DCCCCCD, 0x3E4CCCCD, 0x3E99999A, 0x3ECCCCCD, 0, 0, 0, 0)
@@ -217,7 +217,7 @@ var goldenCases = []goldenCase{{
 	samples: goldenSamples(9, [2][]float32{}),
 	want: func() []byte {
 		var e byteBuilder
-		e.raw(wantHeader(2, 1, 2, 104, 168, 184, 384))
+		e.raw(wantHeader(4, 2, 1, 2, 104, 168, 184, 384)) // shard_version 4: U8
 		e.imagePattern(9)
 		e.zeros(6) // 98 -> 104
 		e.u32s(0x3E800000, 0x3F000000, 0x3F400000, 0x3F800000, 0, 0x3E000000, 0x3F000000, 0x3F200000)

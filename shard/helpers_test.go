@@ -157,26 +157,45 @@ func mustParse(t testing.TB, b []byte) *Reader {
 }
 
 // withoutMeta turns a shard with meta and checksum sections into the
-// original layout: the file ends after the mask and meta_offset and
-// checksum_offset are 0.
+// original layout: the file ends after the mask, shard_version is 1 and
+// meta_offset and checksum_offset are 0.
 func withoutMeta(t testing.TB, b []byte) []byte {
 	t.Helper()
 	h := mustParse(t, b).Header()
 	end := h.MaskOffset + h.Samples*uint64(h.MaxBoxes)*uint64(h.DType.BoxDType().Size())
 	out := bytes.Clone(b[:end])
+	le.PutUint32(out[offVersion:], uint32(Version1))
 	le.PutUint64(out[offMetaOffset:], 0)
 	le.PutUint64(out[offChecksumOffset:], 0)
 	return out
 }
 
 // withoutChecksums turns a shard into one written before the checksum
-// section existed, as older warehouses hold: the file ends after the extras
-// and checksum_offset is 0.
+// section existed, as older warehouses hold: the file ends after the extras,
+// shard_version is 1 (the legacy rule: the meta section is signalled by
+// meta_offset alone) and checksum_offset is 0.
 func withoutChecksums(t testing.TB, b []byte) []byte {
+	t.Helper()
+	return withoutChecksumsAs(t, b, Version1)
+}
+
+// withoutChecksumsAs is withoutChecksums with shard_version v: Version2 is
+// the same bytes as a version that declares its meta section.
+func withoutChecksumsAs(t testing.TB, b []byte, v Version) []byte {
 	t.Helper()
 	r := mustParse(t, b)
 	end := r.Layout().FileSizeWithoutChecksums(r.Len())
 	out := bytes.Clone(b[:end])
+	le.PutUint32(out[offVersion:], uint32(v))
 	le.PutUint64(out[offChecksumOffset:], 0)
+	return out
+}
+
+// asLegacy returns a copy of shard b with shard_version 1, as every shard
+// written before versions named features carries: the same bytes but for
+// the version, read by the legacy rule.
+func asLegacy(b []byte) []byte {
+	out := bytes.Clone(b)
+	le.PutUint32(out[offVersion:], uint32(Version1))
 	return out
 }

@@ -116,9 +116,10 @@ func checkFileSize(n int64) error {
 // Parse validates b as a shard and returns a Reader over it. b is not
 // copied and must not change while the Reader is in use. Every structural
 // problem is an error wrapping ErrCorrupt, checked in this order: size,
-// magic, shard_version, dtype, endianness, dimensions, samples, offsets,
-// meta header, checksum_offset, checksum header, file size, checksum table
-// CRC, records (docs/format/shard.md, Validation). The per-sample CRCs are
+// magic, shard_version and the sections it has, dtype, endianness,
+// dimensions, samples, offsets, meta header, checksum_offset, checksum
+// header, file size, checksum table CRC, records (docs/format/shard.md,
+// Validation). The per-sample CRCs are
 // not checked here but by VerifySample, when a sample is read.
 func Parse(b []byte) (*Reader, error) {
 	if err := checkFileSize(int64(len(b))); err != nil {
@@ -131,8 +132,25 @@ func Parse(b []byte) (*Reader, error) {
 	if h.Version < MinSupportedVersion || h.Version > MaxSupportedVersion {
 		return nil, corruptf("unsupported shard_version %d, want %d..%d", h.Version, MinSupportedVersion, MaxSupportedVersion)
 	}
+	// From Version2 on the version says which sections the shard has; a
+	// Version1 shard signals each by a non-zero offset (the legacy rule).
+	legacy := h.Version == Version1
+	hasMeta := h.Version.HasMeta() || legacy && h.MetaOffset != 0
+	hasChecksums := h.Version.HasChecksums() || legacy && h.ChecksumOffset != 0
+	switch {
+	case legacy:
+	case h.MetaOffset == 0:
+		return nil, corruptf("shard_version %d has a meta section, meta_offset is 0", h.Version)
+	case hasChecksums && h.ChecksumOffset == 0:
+		return nil, corruptf("shard_version %d has a checksum section, checksum_offset is 0", h.Version)
+	case !hasChecksums && h.ChecksumOffset != 0:
+		return nil, corruptf("shard_version %d has no checksum section, checksum_offset is %d", h.Version, h.ChecksumOffset)
+	}
 	if h.DType.Size() == 0 {
 		return nil, corruptf("unknown dtype %d", uint32(h.DType))
+	}
+	if h.DType == U8 && !legacy && !h.Version.HasU8() {
+		return nil, corruptf("shard_version %d has no dtype %d (U8), shard_version %d adds it", h.Version, uint32(U8), Version4)
 	}
 	switch h.Endianness {
 	case EndianLittle:
@@ -154,7 +172,6 @@ func Parse(b []byte) (*Reader, error) {
 	if h.Samples == 0 {
 		return nil, corruptf("samples is 0")
 	}
-	hasMeta := h.MetaOffset != 0
 	s, ok := l.sections(h.Samples, true, false)
 	if !ok {
 		return nil, corruptf("samples %d overflow the file size", h.Samples)
@@ -167,7 +184,7 @@ func Parse(b []byte) (*Reader, error) {
 	case h.MaskOffset != s.maskOffset:
 		return nil, corruptf("mask_offset %d, want %d", h.MaskOffset, s.maskOffset)
 	case hasMeta && h.MetaOffset != s.metaOffset:
-		return nil, corruptf("meta_offset %d, want 0 or %d", h.MetaOffset, s.metaOffset)
+		return nil, corruptf("meta_offset %d, want %s%d", h.MetaOffset, zeroOr(legacy), s.metaOffset)
 	}
 	size := uint64(len(b))
 	if hasMeta {
@@ -182,7 +199,6 @@ func Parse(b []byte) (*Reader, error) {
 	}
 	// Where the checksum section starts depends on extra_f32, so it is
 	// checked after the meta header.
-	hasChecksums := h.ChecksumOffset != 0
 	s, ok = l.sections(h.Samples, hasMeta, hasChecksums)
 	if !ok {
 		return nil, corruptf("samples %d overflow the file size", h.Samples)
@@ -192,7 +208,7 @@ func Parse(b []byte) (*Reader, error) {
 	}
 	if hasChecksums {
 		if h.ChecksumOffset != s.checksumOffset {
-			return nil, corruptf("checksum_offset %d, want 0 or %d", h.ChecksumOffset, s.checksumOffset)
+			return nil, corruptf("checksum_offset %d, want %s%d", h.ChecksumOffset, zeroOr(legacy), s.checksumOffset)
 		}
 		if size < s.crcOffset {
 			return nil, corruptf("file is %d bytes, too short for the checksum header at %d", size, s.checksumOffset)
@@ -242,6 +258,16 @@ func Parse(b []byte) (*Reader, error) {
 		}
 	}
 	return r, nil
+}
+
+// zeroOr is how an offset error names the values a section's offset may
+// have: "0 or " precedes the computed offset in a Version1 shard, where a
+// zero offset means the section is absent.
+func zeroOr(legacy bool) string {
+	if legacy {
+		return "0 or "
+	}
+	return ""
 }
 
 // parseMetaHeader validates the meta section header b against the shard

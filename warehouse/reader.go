@@ -331,6 +331,9 @@ func CheckShardEntries(m *Manifest, l shard.Layout) error {
 			return fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d (%d without per-sample checksums)",
 				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)), l.FileSizeWithoutChecksums(int(e.Samples)))
 		}
+		if problem := shardVersionProblem(&e, l); problem != "" {
+			return fmt.Errorf("shards[%d] (%s): %s", i, e.ID, problem)
+		}
 	}
 	return nil
 }
@@ -382,10 +385,33 @@ func CheckShardHeader(sr *shard.Reader, e *Shard, l shard.Layout) error {
 }
 
 // hasSampleChecksums reports whether the shard of entry e has per-sample
-// CRCs: its recorded size is that of a shard with the checksum section
-// (CheckShardEntries accepted no other sizes).
+// CRCs: from shard_version 2 on its version says; a shard_version 1 shard
+// (the legacy rule) has them when its recorded size is that of a shard with
+// the checksum section (CheckShardEntries accepted no other sizes).
 func hasSampleChecksums(e *Shard, l shard.Layout) bool {
+	if v := shard.Version(e.ShardVersion); v != shard.Version1 {
+		return v.HasChecksums()
+	}
 	return e.Bytes == l.FileSize(int(e.Samples))
+}
+
+// shardVersionProblem says how entry e's shard_version contradicts its
+// dtype or its size, or returns "". From shard_version 2 on the version
+// says whether the shard has a checksum section and may be U8; a
+// shard_version 1 entry has no such contradiction (docs/format/shard.md,
+// Versions).
+func shardVersionProblem(e *Shard, l shard.Layout) string {
+	v := shard.Version(e.ShardVersion)
+	switch {
+	case v == shard.Version1:
+	case l.DType == shard.U8 && !v.HasU8():
+		return fmt.Sprintf("shard_version %d has no dtype U8, shard_version %d adds it", v, shard.Version4)
+	case v.HasChecksums() && e.Bytes != l.FileSize(int(e.Samples)):
+		return fmt.Sprintf("shard_version %d has per-sample checksums, but bytes %d is the size without them", v, e.Bytes)
+	case !v.HasChecksums() && e.Bytes == l.FileSize(int(e.Samples)):
+		return fmt.Sprintf("shard_version %d has no per-sample checksums, but bytes %d is the size with them", v, e.Bytes)
+	}
+	return ""
 }
 
 // Dir is the version directory.

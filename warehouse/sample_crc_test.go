@@ -238,35 +238,44 @@ func TestSampleCRCFirstRead(t *testing.T) {
 	}
 }
 
-// stripChecksums turns shard k into a shard of an older warehouse: no
-// checksum section, checksum_offset 0, the manifest's size and sha256
-// updated.
-func stripChecksums(t *testing.T, fx *warehousetest.Fixture, k int) {
+// stripChecksums turns shard k into a shard without a checksum section,
+// with shard_version v in its header and manifest entry: with
+// shard.Version1 one of an older warehouse (warehouse-etl/1, the legacy
+// rule), with shard.Version2 one that declares its meta section. The
+// manifest's size and sha256 are updated.
+func stripChecksums(t *testing.T, fx *warehousetest.Fixture, k int, v shard.Version) {
 	t.Helper()
 	raw, err := os.ReadFile(fx.ShardPath(k))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw = raw[:fx.Layout.FileSizeWithoutChecksums(int(fx.M.Shards[k].Samples))]
+	binary.LittleEndian.PutUint32(raw[4:], uint32(v))
 	binary.LittleEndian.PutUint64(raw[72:], 0)
 	if err := os.WriteFile(fx.ShardPath(k), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fx.M.Shards[k].ShardVersion = uint32(v)
 	fx.M.Shards[k].Bytes = int64(len(raw))
 	fx.M.Shards[k].ChecksumSHA256 = fmt.Sprintf("%x", sha256.Sum256(raw))
 	fx.WriteManifest(t)
 }
 
 // TestOlderWarehouse reads warehouses whose shards were written before the
-// checksum section (all of them, or one): they open, every value reads as
-// before, their samples are not checked (a flipped byte goes through) and
-// SampleChecksums says how many shards are checked.
+// checksum section (all of them, or one), as shard_version 1 (the legacy
+// rule) or 2: they open, every value reads as before, their samples are not
+// checked (a flipped byte goes through) and SampleChecksums says how many
+// shards are checked.
 func TestOlderWarehouse(t *testing.T) {
-	for _, strip := range [][]int{{0, 1, 2}, {1}} {
-		t.Run(fmt.Sprint(strip), func(t *testing.T) {
+	for _, tc := range []struct {
+		strip   []int
+		version shard.Version
+	}{{[]int{0, 1, 2}, shard.Version1}, {[]int{1}, shard.Version1}, {[]int{0, 1, 2}, shard.Version2}, {[]int{1}, shard.Version2}} {
+		strip := tc.strip
+		t.Run(fmt.Sprintf("%v version %d", strip, tc.version), func(t *testing.T) {
 			fx := warehousetest.Write(t, warehousetest.DefaultSpec())
 			for _, k := range strip {
-				stripChecksums(t, fx, k)
+				stripChecksums(t, fx, k, tc.version)
 			}
 			if n, err := ShardsWithSampleChecksums(fx.M); err != nil || n != 3-len(strip) {
 				t.Fatalf("ShardsWithSampleChecksums = %d, %v; want %d", n, err, 3-len(strip))

@@ -108,7 +108,7 @@ func writeFixture(t testing.TB, spec fixtureSpec) *fixture {
 		Transform: warehouse.Transform{TargetWidth: l.Width, TargetHeight: l.Height, Channels: 3, ResizeMode: "letterbox",
 			DType: strings.ToLower(l.DType.String()), MaxBoxes: l.MaxBoxes, Decoder: "test"},
 		DefaultDType:        l.DType.String(),
-		DefaultShardVersion: uint32(shard.Version1),
+		DefaultShardVersion: uint32(l.Version()),
 		CreatedAtMs:         1_700_000_000_000,
 		Thresholds:          validate.Thresholds{Invalid: validate.Limit{MaxRatio: &ratio, Action: validate.ActionFail}},
 		Classes:             []warehouse.Class{{Index: 0, Name: "polyp"}, {Index: 1, Name: "instrument"}, {Index: 2, Name: "object"}},
@@ -156,7 +156,7 @@ func writeFixture(t testing.TB, spec fixtureSpec) *fixture {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		m.Shards = append(m.Shards, warehouse.Shard{ID: sid, RelativePath: rel, ShardVersion: 1, FirstSample: int64(next - n), Samples: int64(n),
+		m.Shards = append(m.Shards, warehouse.Shard{ID: sid, RelativePath: rel, ShardVersion: uint32(l.Version()), FirstSample: int64(next - n), Samples: int64(n),
 			Width: l.Width, Height: l.Height, Channels: 3, MaxBoxes: l.MaxBoxes, DType: l.DType.String(), Endianness: "Little",
 			Bytes: res.Bytes, ChecksumSHA256: fmt.Sprintf("%x", res.SHA256)})
 	}

@@ -309,12 +309,28 @@ func damagedCases(t *testing.T, dir string) []damagedCase {
 		}},
 		{"flipped checksum table byte", first(1), func(d string) { flip(d, 1, checksumOffset(1)+16+2) }},
 		{"wrong dtype tag", first(1), func(d string) { patch(d, 1, 8, []byte{7}) }},
-		{"future shard_version", first(1), func(d string) { patch(d, 1, 4, []byte{2}) }},
+		{"future shard_version", first(1), func(d string) { patch(d, 1, 4, []byte{5}) }},
+		{"shard_version without the checksum section the shard has", first(1), func(d string) { patch(d, 1, 4, []byte{2}) }},
+		{"checksum_offset 0 in a shard_version 3 shard", first(1), func(d string) { patch(d, 1, 72, make([]byte, 8)) }},
 		{"big-endian flag", first(0), func(d string) { patch(d, 0, 12, []byte{1}) }},
 		{"missing shard", -1, func(d string) {
 			if err := os.Remove(filepath.Join(d, m.Shards[2].RelativePath)); err != nil {
 				t.Fatal(err)
 			}
+		}},
+		// From shard_version 2 on the version decides whether a shard has
+		// per-sample checksums, and the manifest's size must agree.
+		{"manifest says shard_version 2 for a shard with checksums", -1, func(d string) {
+			editManifest(d, func(mm *warehouse.Manifest) { mm.Shards[1].ShardVersion = 2 })
+		}},
+		{"checksum section cut off, manifest bytes edited to match", -1, func(d string) {
+			l := shard.Layout{DType: dtype, Width: m.Transform.TargetWidth, Height: m.Transform.TargetHeight,
+				Channels: m.Transform.Channels, MaxBoxes: m.Transform.MaxBoxes}
+			size := l.FileSizeWithoutChecksums(int(m.Shards[1].Samples))
+			if err := os.Truncate(filepath.Join(d, m.Shards[1].RelativePath), size); err != nil {
+				t.Fatal(err)
+			}
+			editManifest(d, func(mm *warehouse.Manifest) { mm.Shards[1].Bytes = size })
 		}},
 		{"manifest lies about the total", -1, func(d string) {
 			editManifest(d, func(mm *warehouse.Manifest) { mm.Samples++; mm.Summary.Total.Kept++ })
@@ -448,6 +464,8 @@ func TestPythonPackage(t *testing.T) {
 		t.Fatalf("u8: build exit %d\n%s", res.code, res.stderr)
 	}
 	fixtures = append(fixtures, u8)
+	// Warehouses of warehouse-etl/3 (testdata/legacy): shard_version 1, read by the legacy rule.
+	fixtures = append(fixtures, legacyFixtures(t, data)...)
 	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data,
 		"WAREHOUSE_ETL_REPO=" + mustAbs(t, "../.."), "WAREHOUSE_ETL_EXPECT_U8=1"}
 	writeJSON(t, filepath.Join(data, "fixtures.json"), fixtures)

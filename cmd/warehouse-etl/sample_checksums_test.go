@@ -16,8 +16,9 @@ import (
 
 // stripSampleChecksums turns the version at dir (a copy) into what a build
 // before per-sample checksums wrote: every shard ends after its extras,
-// checksum_offset is 0, and the manifest records the shorter sizes and
-// their sha256 (and is sealed again).
+// checksum_offset is 0, shard_version is 1 (the legacy rule), and the
+// manifest records the shorter sizes, their sha256 and shard_version 1 (and
+// is sealed again).
 func stripSampleChecksums(t *testing.T, dir string) {
 	t.Helper()
 	m, err := warehouse.ReadManifest(dir)
@@ -36,12 +37,15 @@ func stripSampleChecksums(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 		raw = raw[:sr.Layout().FileSizeWithoutChecksums(sr.Len())]
-		binary.LittleEndian.PutUint64(raw[72:], 0) // checksum_offset
+		binary.LittleEndian.PutUint32(raw[4:], uint32(shard.Version1)) // shard_version: the legacy rule
+		binary.LittleEndian.PutUint64(raw[72:], 0)                     // checksum_offset
 		if err := os.WriteFile(path, raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		e.ShardVersion = uint32(shard.Version1)
 		e.Bytes, e.ChecksumSHA256 = int64(len(raw)), fmt.Sprintf("%x", sha256.Sum256(raw))
 	}
+	m.DefaultShardVersion = uint32(shard.Version1)
 	enc, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)

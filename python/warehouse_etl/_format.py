@@ -26,7 +26,10 @@ HEADER_SIZE = 80
 META_HEADER_SIZE = 24
 CHECKSUM_HEADER_SIZE = 16      # "TWCK", checksum_version, samples; then N CRCs and the table's CRC
 RECORD_FIXED_SIZE = 80
-SHARD_VERSIONS = (1, 1)        # supported shard_version range
+SHARD_VERSIONS = (1, 4)        # supported shard_version range (shard.md, "Versions")
+# The shard_version that adds each feature; a version 1 shard signals them by its offsets
+# and dtype instead (the legacy rule).
+VERSION_META, VERSION_CHECKSUMS, VERSION_U8 = 2, 3, 4
 META_VERSIONS = (1, 1)         # supported meta_version range
 CHECKSUM_VERSIONS = (1, 1)     # supported checksum_version range
 DIMENSION_LIMIT = 16384
@@ -495,12 +498,35 @@ def manifest_layout(m):
             raise ValueError(f"shards[{i}] ({e['id']}): bytes {e['bytes']}, but {e['samples']} samples of this "
                              f"layout take {layout.file_size(e['samples'])} "
                              f"({layout.file_size(e['samples'], checksums=False)} without per-sample checksums)")
+        problem = shard_version_problem(e, layout)
+        if problem:
+            raise ValueError(f"shards[{i}] ({e['id']}): {problem}")
     return layout
 
 
+def shard_version_problem(entry, layout):
+    """How a shard entry's shard_version contradicts its dtype or size, or "": from
+    shard_version 2 on the version says whether the shard has per-sample checksums and may
+    be U8 (Go: shardVersionProblem)."""
+    v, with_crcs = entry["shard_version"], entry["bytes"] == layout.file_size(entry["samples"])
+    if v == 1:
+        return ""
+    if layout.dtype == DTYPE_TAGS["U8"] and v < VERSION_U8:
+        return f"shard_version {v} has no dtype U8, shard_version {VERSION_U8} adds it"
+    if v >= VERSION_CHECKSUMS and not with_crcs:
+        return f"shard_version {v} has per-sample checksums, but bytes {entry['bytes']} is the size without them"
+    if v < VERSION_CHECKSUMS and with_crcs:
+        return f"shard_version {v} has no per-sample checksums, but bytes {entry['bytes']} is the size with them"
+    return ""
+
+
 def has_sample_checksums(entry, layout):
-    """Whether a shard entry's recorded size is that of a shard with per-sample CRCs
-    (manifest_layout accepted no other sizes). Go: hasSampleChecksums."""
+    """Whether a shard entry has per-sample CRCs: from shard_version 2 on its version says;
+    a version 1 shard (the legacy rule) has them when its recorded size is that of a shard
+    with the checksum section (manifest_layout accepted no other sizes). Go:
+    hasSampleChecksums."""
+    if entry["shard_version"] != 1:
+        return entry["shard_version"] >= VERSION_CHECKSUMS
     return entry["bytes"] == layout.file_size(entry["samples"])
 
 
@@ -550,8 +576,22 @@ def parse_shard(fd, path, entry, layout):
     samples, image_off, boxes_off, mask_off, meta_off, checksum_off = (int(v) for v in np.frombuffer(head, "<u8", 6, 32))
     if not SHARD_VERSIONS[0] <= version <= SHARD_VERSIONS[1]:
         raise _corrupt(path, f"unsupported shard_version {version}, want {SHARD_VERSIONS[0]}..{SHARD_VERSIONS[1]}")
+    # From shard_version 2 on the version says which sections the shard has; a version 1
+    # shard signals each by a non-zero offset (the legacy rule).
+    legacy = version == 1
+    has_meta = version >= VERSION_META or legacy and meta_off != 0
+    has_checksums = version >= VERSION_CHECKSUMS or legacy and checksum_off != 0
+    zero_or = "0 or " if legacy else ""
+    if not legacy and meta_off == 0:
+        raise _corrupt(path, f"shard_version {version} has a meta section, meta_offset is 0")
+    if not legacy and has_checksums and checksum_off == 0:
+        raise _corrupt(path, f"shard_version {version} has a checksum section, checksum_offset is 0")
+    if not legacy and not has_checksums and checksum_off != 0:
+        raise _corrupt(path, f"shard_version {version} has no checksum section, checksum_offset is {checksum_off}")
     if dtype not in DTYPES:
         raise _corrupt(path, f"unknown dtype {dtype}")
+    if dtype == DTYPE_TAGS["U8"] and not legacy and version < VERSION_U8:
+        raise _corrupt(path, f"shard_version {version} has no dtype {dtype} (U8), shard_version {VERSION_U8} adds it")
     if endian == 1:
         raise _corrupt(path, "big-endian shards unsupported")
     if endian != 0:
@@ -565,7 +605,6 @@ def parse_shard(fd, path, entry, layout):
     s = hl.sections(samples, checksums=False)
     if s is None:
         raise _corrupt(path, f"samples {samples} overflow the file size")
-    has_meta = meta_off != 0
     if image_off != s["image"]:
         raise _corrupt(path, f"image_offset {image_off}, want {s['image']}")
     if boxes_off != s["boxes"]:
@@ -573,7 +612,7 @@ def parse_shard(fd, path, entry, layout):
     if mask_off != s["mask"]:
         raise _corrupt(path, f"mask_offset {mask_off}, want {s['mask']}")
     if has_meta and meta_off != s["meta"]:
-        raise _corrupt(path, f"meta_offset {meta_off}, want 0 or {s['meta']}")
+        raise _corrupt(path, f"meta_offset {meta_off}, want {zero_or}{s['meta']}")
     if has_meta:
         if size < s["records"]:
             raise _corrupt(path, f"file is {size} bytes, too short for the meta header at {s['meta']}")
@@ -592,14 +631,13 @@ def parse_shard(fd, path, entry, layout):
             raise _corrupt(path, f"meta samples {meta_samples}, header samples {samples}")
         hl.extra_f32 = extra_f32
     # Where the checksum section starts depends on extra_f32: checked after the meta header.
-    has_checksums = checksum_off != 0
     s = hl.sections(samples, meta=has_meta, checksums=has_checksums)
     if s is None:
         raise _corrupt(path, f"samples {samples} overflow the file size")
     crcs = None
     if has_checksums:
         if checksum_off != s["checksum"]:
-            raise _corrupt(path, f"checksum_offset {checksum_off}, want 0 or {s['checksum']}")
+            raise _corrupt(path, f"checksum_offset {checksum_off}, want {zero_or}{s['checksum']}")
         if size < s["crcs"]:
             raise _corrupt(path, f"file is {size} bytes, too short for the checksum header at {s['checksum']}")
         ch = os.pread(fd, CHECKSUM_HEADER_SIZE, s["checksum"])
