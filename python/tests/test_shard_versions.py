@@ -2,7 +2,8 @@
 original layout, whose meta and checksum sections and U8 dtype are detected (the legacy
 rule); 2 adds the meta section, 3 the checksum section, 4 dtype U8, and from 2 on a
 section the version lacks, or one it has with a zero offset, is corrupt. Checked on
-shards made here byte by byte (no warehouse needed), with the supported range 1..4."""
+shards made here byte by byte (no warehouse needed), with the supported range 1..4, and
+on manifest entries."""
 import os
 import struct
 import tempfile
@@ -108,6 +109,30 @@ class ShardVersions(unittest.TestCase):
         with self.assertRaises(WarehouseError) as cm:
             self.parse(1, F16, meta=False, checksums=False)
         self.assertIn("no meta section: manifest format 1 shards carry per-sample records", str(cm.exception))
+
+
+class ManifestEntries(unittest.TestCase):
+    """A manifest's shard entry: from shard_version 2 on the version says whether the
+    shard has per-sample checksums (its recorded size must agree) and may be U8."""
+
+    def test_version_against_size_and_dtype(self):
+        f16, u8 = Layout(F16, 3, 2, 3, 2), Layout(U8, 3, 2, 3, 2)
+        with_crcs, without = f16.file_size(SAMPLES), f16.file_size(SAMPLES, checksums=False)
+        entry = lambda v, size: {"shard_version": v, "samples": SAMPLES, "bytes": size}
+        for v, layout, size, problem, crcs in (
+                (1, f16, with_crcs, "", True), (1, f16, without, "", False),
+                (1, u8, u8.file_size(SAMPLES), "", True),
+                (2, f16, without, "", False), (3, f16, with_crcs, "", True), (4, f16, with_crcs, "", True),
+                (4, u8, u8.file_size(SAMPLES), "", True),
+                (2, f16, with_crcs, f"shard_version 2 has no per-sample checksums, but bytes {with_crcs} is the "
+                                    f"size with them", True),
+                (3, f16, without, f"shard_version 3 has per-sample checksums, but bytes {without} is the size "
+                                  f"without them", True),
+                (3, u8, u8.file_size(SAMPLES), "shard_version 3 has no dtype U8, shard_version 4 adds it", True)):
+            with self.subTest(version=v, dtype=DTYPES[layout.dtype][0], bytes=size):
+                self.assertEqual(_shard.shard_version_problem(entry(v, size), layout), problem)
+                if not problem:
+                    self.assertEqual(_shard.has_sample_checksums(entry(v, size), layout), crcs)
 
 
 if __name__ == "__main__":

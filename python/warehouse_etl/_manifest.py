@@ -290,6 +290,9 @@ def manifest_layout(m):
             raise ValueError(f"shards[{i}] ({e['id']}): bytes {e['bytes']}, but {e['samples']} samples of this "
                              f"layout take {layout.file_size(e['samples'])} "
                              f"({layout.file_size(e['samples'], checksums=False)} without per-sample checksums)")
+        problem = _shard.shard_version_problem(e, layout)
+        if problem:
+            raise ValueError(f"shards[{i}] ({e['id']}): {problem}")
     return layout
 
 

@@ -25,14 +25,36 @@ from .errors import WarehouseError
 SHARD_VERSIONS = (1, 1)
 META_VERSIONS = (1, 1)         # supported meta_version range
 CHECKSUM_VERSIONS = (1, 1)     # supported checksum_version range
-LEGACY_VERSION = 1             # features detected by their offsets (meta, checksums) and dtype (U8)
-META_SINCE, CHECKSUMS_SINCE, U8_SINCE = 2, 3, 4
+# The shard_version that adds each feature; a version 1 shard signals them by its offsets
+# and dtype instead (the legacy rule).
+VERSION_LEGACY = 1
+VERSION_META, VERSION_CHECKSUMS, VERSION_U8 = 2, 3, 4
 
 
 def has_sample_checksums(entry, layout):
-    """Whether a shard entry's recorded size is that of a shard with per-sample CRCs
-    (manifest_layout accepted no other sizes). Go: hasSampleChecksums."""
+    """Whether a shard entry has per-sample CRCs: from shard_version 2 on its version says;
+    a version 1 shard (the legacy rule) has them when its recorded size is that of a shard
+    with the checksum section (manifest_layout accepted no other sizes). Go:
+    hasSampleChecksums."""
+    if entry["shard_version"] != VERSION_LEGACY:
+        return entry["shard_version"] >= VERSION_CHECKSUMS
     return entry["bytes"] == layout.file_size(entry["samples"])
+
+
+def shard_version_problem(entry, layout):
+    """How a shard entry's shard_version contradicts its dtype or size, or "": from
+    shard_version 2 on the version says whether the shard has per-sample checksums and may
+    be U8 (Go: shardVersionProblem)."""
+    v, with_crcs = entry["shard_version"], entry["bytes"] == layout.file_size(entry["samples"])
+    if v == VERSION_LEGACY:
+        return ""
+    if layout.dtype == DTYPE_TAGS["U8"] and v < VERSION_U8:
+        return f"shard_version {v} has no dtype U8, shard_version {VERSION_U8} adds it"
+    if v >= VERSION_CHECKSUMS and not with_crcs:
+        return f"shard_version {v} has per-sample checksums, but bytes {entry['bytes']} is the size without them"
+    if v < VERSION_CHECKSUMS and with_crcs:
+        return f"shard_version {v} has no per-sample checksums, but bytes {entry['bytes']} is the size with them"
+    return ""
 
 
 def stat_shard(directory, path, entry):
@@ -65,10 +87,10 @@ def _features(path, version, meta_off, checksum_off):
     whose header holds these offsets: from version 2 on the version decides, and a
     section it has with a zero offset, or one it lacks with a non-zero one, is corrupt;
     a version 1 shard has each section whose offset is not zero (the legacy rule)."""
-    legacy = version == LEGACY_VERSION
+    legacy = version == VERSION_LEGACY
     if legacy:
         return True, meta_off != 0, checksum_off != 0
-    has_meta, has_checksums = version >= META_SINCE, version >= CHECKSUMS_SINCE
+    has_meta, has_checksums = version >= VERSION_META, version >= VERSION_CHECKSUMS
     if has_meta and meta_off == 0:
         raise _corrupt(path, f"shard_version {version} has a meta section, meta_offset is 0")
     if has_checksums and checksum_off == 0:
@@ -102,8 +124,8 @@ def parse_shard(fd, path, entry, layout):
     legacy, has_meta, has_checksums = _features(path, version, meta_off, checksum_off)
     if dtype not in DTYPES:
         raise _corrupt(path, f"unknown dtype {dtype}")
-    if dtype == DTYPE_TAGS["U8"] and not legacy and version < U8_SINCE:
-        raise _corrupt(path, f"shard_version {version} has no dtype {dtype} (U8), shard_version {U8_SINCE} adds it")
+    if dtype == DTYPE_TAGS["U8"] and not legacy and version < VERSION_U8:
+        raise _corrupt(path, f"shard_version {version} has no dtype {dtype} (U8), shard_version {VERSION_U8} adds it")
     if endian == 1:
         raise _corrupt(path, "big-endian shards unsupported")
     if endian != 0:
@@ -202,5 +224,5 @@ def parse_shard(fd, path, entry, layout):
     return s
 
 
-__all__ = ["SHARD_VERSIONS", "META_VERSIONS", "CHECKSUM_VERSIONS", "has_sample_checksums", "stat_shard",
-           "parse_shard"]
+__all__ = ["SHARD_VERSIONS", "META_VERSIONS", "CHECKSUM_VERSIONS", "VERSION_META", "VERSION_CHECKSUMS", "VERSION_U8",
+           "has_sample_checksums", "shard_version_problem", "stat_shard", "parse_shard"]
