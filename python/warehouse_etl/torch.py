@@ -232,7 +232,8 @@ class _ReadAhead:
             if not self._pending:
                 return None
             want, want_repeats, future = self._pending[0]
-            if want_repeats != repeats or not np.array_equal(want, idx):
+            # Bytes, not np.array_equal: a tenth of the time for batch-sized int64 arrays.
+            if want_repeats != repeats or want.shape != idx.shape or want.tobytes() != idx.tobytes():
                 self._drop()
                 return None
             self._pending.popleft()
