@@ -47,7 +47,7 @@ def run_torch(args):
     from warehouse_etl.torch import make_loader
 
     loader = make_loader(args.tensor_warehouse, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
-                         remainder="drop", num_workers=args.workers)
+                         remainder="drop", reader_threads=args.workers)
 
     def epoch(e):
         loader.set_epoch(e)

@@ -62,7 +62,8 @@ def main(argv=None):
     warehouse_etl.add_argument(ap)
     ap.add_argument("--steps", type=int, default=30, help="optimizer steps (default 30)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--num-workers", type=int, default=0)
+    ap.add_argument("--reader-threads", "--num-workers", dest="reader_threads", type=int, default=0,
+                    help="reader threads that read batches ahead of the step (default 0; --num-workers: old name)")
     ap.add_argument("--seed", type=int, default=0, help="model init and batch order")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--ignore-thresholds", action="store_true")
@@ -80,7 +81,7 @@ def main(argv=None):
         return 2
     try:
         wh = warehouse_etl.open(path, ignore_thresholds=args.ignore_thresholds)
-        loader = make_loader(wh, args.batch_size, seed=args.seed, num_workers=args.num_workers)
+        loader = make_loader(wh, args.batch_size, seed=args.seed, reader_threads=args.reader_threads)
     except warehouse_etl.ThresholdError as e:
         print(f"train.py: {e}\n(--ignore-thresholds overrides)", file=sys.stderr)
         return 3

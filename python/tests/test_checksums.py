@@ -149,7 +149,7 @@ class VerifySamples(unittest.TestCase):
         case = damaged(self, "flipped image byte")
         for workers in (0, 2):
             with self.subTest(workers=workers):
-                loader = make_loader(case["path"], 1, shuffle="none", num_workers=workers)
+                loader = make_loader(case["path"], 1, shuffle="none", reader_threads=workers)
                 with self.assertRaises(warehouse_etl.WarehouseError) as cm:
                     for _ in loader:
                         pass

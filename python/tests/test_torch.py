@@ -2,7 +2,9 @@
 reader's values; workers deliver each index of an epoch exactly once across ranks."""
 import os
 import pickle
+import threading
 import unittest
+import warnings
 
 import numpy as np
 import torch
@@ -62,7 +64,7 @@ class Loader(unittest.TestCase):
         n, batch, world = len(wh), 2, 2
 
         def thread_loader(rank, epoch, **kw):
-            return make_loader(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, num_workers=2, **kw)
+            return make_loader(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, reader_threads=2, **kw)
 
         def process_loader(rank, epoch, **kw):
             sampler = WarehouseBatchSampler(fx["dir"], batch, seed=3, epoch=epoch, rank=rank, world=world, **kw)
@@ -99,9 +101,9 @@ class Loader(unittest.TestCase):
         fx = fixture(self, "u8")
         wh, ref = reference(fx)
         for workers in (0, 2):
-            loader = make_loader(fx["dir"], 3, seed=5, num_workers=workers)
+            loader = make_loader(fx["dir"], 3, seed=5, reader_threads=workers)
             kept = list(loader)                                   # whole batches
-            slices = [b["images"][1:2] for b in make_loader(fx["dir"], 3, seed=6, num_workers=workers)]
+            slices = [b["images"][1:2] for b in make_loader(fx["dir"], 3, seed=6, reader_threads=workers)]
             for _ in range(3):                                    # more epochs that churn the pool
                 for b in loader:
                     pass
@@ -117,10 +119,61 @@ class Loader(unittest.TestCase):
                     ptrs.add(b["images"].data_ptr())
             self.assertLessEqual(len(ptrs), 2 * workers + 4, f"{workers} readers: {len(ptrs)} buffers")
 
+    def test_reader_threads_deliver_what_the_loop_reads(self):
+        """The sampler yields plans only; with reader threads the dataset reads them ahead,
+        in its threads, and the loader hands out the same batches (order, values,
+        dtypes, repeats) as reading each when asked."""
+        fx = fixture(self, "f16")
+        kw = dict(seed=4, epoch=2, shuffle="shard", remainder="pad")
+        want = list(make_loader(fx["dir"], 3, **kw))
+        for pb in WarehouseBatchSampler(fx["dir"], 3, **kw):
+            self.assertIs(type(pb), PlannedBatch)
+            self.assertEqual(len(pb), 2)  # indices and repeats: no read under way travels with it
+        loader = make_loader(fx["dir"], 3, reader_threads=2, **kw)
+        ds = loader.dataset
+        threads = []
+        read = ds._read
+
+        def recording(idx, repeats, shared):
+            threads.append(threading.current_thread().name)
+            return read(idx, repeats, shared)
+
+        ds._read = recording
+        for _ in range(2):
+            got = list(loader)
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                self.assertEqual(g.keys(), w.keys())
+                self.assertEqual(g["repeats"], w["repeats"])
+                for key in ("images", "boxes", "mask", "class_index", "box_count", "extras", "index"):
+                    self.assertEqual(g[key].dtype, w[key].dtype, key)
+                    self.assertEqual(raw(g[key].numpy()), raw(w[key].numpy()), key)
+        self.assertEqual(len(threads), 2 * len(want))
+        self.assertTrue(all(name.startswith("warehouse-read") for name in threads), threads)
+        # An epoch left early, then a batch off the plan: read when asked, still right.
+        it = iter(loader)
+        next(it)
+        b = ds[want[-1]["index"].numpy()]
+        self.assertEqual(raw(b["images"].numpy()), raw(want[-1]["images"].numpy()))
+        self.assertEqual([x["index"].tolist() for x in loader], [w["index"].tolist() for w in want])
+
+    def test_num_workers_is_the_deprecated_name_of_reader_threads(self):
+        fx = fixture(self, "f16")
+        with self.assertWarns(DeprecationWarning) as cm:
+            loader = make_loader(fx["dir"], 2, seed=1, num_workers=2)
+        self.assertIn("reader_threads", str(cm.warning))
+        self.assertEqual(loader.dataset.reader_threads, 2)
+        self.assertEqual(loader.num_workers, 0)  # threads in this process, no worker processes
+        want = [b["index"].tolist() for b in make_loader(fx["dir"], 2, seed=1, reader_threads=2)]
+        self.assertEqual([b["index"].tolist() for b in loader], want)
+        with self.assertRaises(TypeError), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            make_loader(fx["dir"], 2, reader_threads=1, num_workers=2)
+
     def test_pin_memory(self):
         fx = fixture(self, "f16")
         try:
-            batches = list(make_loader(fx["dir"], 4, pin_memory=True, num_workers=0))
+            batches = list(make_loader(fx["dir"], 4, pin_memory=True, reader_threads=0))
         except RuntimeError as e:  # CPU-only torch builds cannot pin
             self.skipTest(f"pin_memory unavailable: {e}")
         self.assertGreater(len(batches), 0)
@@ -157,7 +210,7 @@ class Normalization(unittest.TestCase):
         go_norm = np.fromfile(os.path.join(fx["ref"], "normalized.bin"), dtype="<f4").reshape(ref.images.shape)
         np.testing.assert_array_equal(wh.normalize_images(ref.images).view(np.uint32), go_norm.view(np.uint32))
         raw_loader = make_loader(fx["dir"], 4, shuffle="none")
-        norm_loader = make_loader(fx["dir"], 4, shuffle="none", normalize=True, num_workers=2)
+        norm_loader = make_loader(fx["dir"], 4, shuffle="none", normalize=True, reader_threads=2)
         n = 0
         for r, b in zip(raw_loader, norm_loader):
             self.assertEqual(r["images"].dtype, torch.uint8)

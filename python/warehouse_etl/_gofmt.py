@@ -2,9 +2,12 @@
 
 The Python reader's errors repeat the Go reader's wording (warehouse/reader_test.go,
 ``badInputCases``), so a few of Go's ``fmt`` verbs are reproduced here: ``%q`` of a
-string or bytes, ``%v`` of an int slice, and ``strconv.FormatFloat(v, 'g', -1, 64)``.
+string or bytes, ``%v`` of an int slice, and ``strconv.FormatFloat(v, 'g', -1, 64)``;
+and the two things Go does to the paths and OS errors those messages name:
+``filepath.Join`` and ``syscall.Errno``'s text.
 """
 import decimal
+import os
 import unicodedata
 
 _ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x0B: "\\v",
@@ -84,3 +87,14 @@ def format_g(v):
     if dp >= nd:
         return neg + ds + "0" * (dp - nd)
     return neg + ds[:dp] + "." + ds[dp:]
+
+
+def go_join(*parts):
+    """filepath.Join: joined and cleaned."""
+    return os.path.normpath(os.path.join(*parts))
+
+
+def go_errno(e):
+    """An OSError's text as Go's syscall.Errno prints it (lower case)."""
+    text = e.strerror or os.strerror(e.errno or 0)
+    return text[:1].lower() + text[1:]

@@ -1,7 +1,7 @@
 """PyTorch data loading from a warehouse-etl tensor warehouse.
 
     from warehouse_etl.torch import make_loader
-    loader = make_loader("out/demo", 32, seed=0, num_workers=2, pin_memory=True)
+    loader = make_loader("out/demo", 32, seed=0, reader_threads=2, pin_memory=True)
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for batch in loader:            # one whole batch per item, read in one pass
@@ -21,13 +21,21 @@ Each loader item is a dict of tensors:
 
 The batch order is the Go reader's for the same (seed, epoch, rank, world, shuffle,
 remainder): every rank computes it alone (docs/format/reading.md).
+
+The parts, by job: :class:`WarehouseBatchSampler` plans an epoch and yields each
+batch's indices (:class:`PlannedBatch`), nothing else; :class:`WarehouseDataset` reads
+a batch into tensors and, with ``reader_threads``, reads the planned batches ahead in
+its reader threads; :class:`WarehouseLoader` is the DataLoader that hands the dataset
+each epoch's plan; :func:`make_loader` puts them together.
 """
 import collections
 import mmap
 import sys
 import threading
+import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -45,11 +53,9 @@ _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32,
 
 class PlannedBatch(NamedTuple):
     """One batch of a rank's epoch: ``indices`` (int64 array of global sample indices)
-    and ``repeats`` (how many of the last rows are wrap-around padding). ``pending`` is
-    the read already under way in a reader thread of :func:`make_loader`, or None."""
+    and ``repeats`` (how many of the last rows are wrap-around padding)."""
     indices: np.ndarray
     repeats: int
-    pending: Any = None
 
 
 def distributed_rank_world(rank=None, world=None):
@@ -71,7 +77,8 @@ def _open(warehouse, ignore_thresholds=False, verify_samples=True):
 
 class WarehouseBatchSampler(Sampler):
     """Yields this rank's batches of an epoch as :class:`PlannedBatch` items (an int64
-    index array and its repeat count), in the Go reader's order. ``set_epoch(e)``
+    index array and its repeat count), in the Go reader's order, as torch's
+    ``BatchSampler`` yields index lists: it plans, it reads nothing. ``set_epoch(e)``
     selects the epoch, as with ``DistributedSampler``; ``len()`` is the number of
     batches per rank and epoch (the same on every rank)."""
 
@@ -85,8 +92,19 @@ class WarehouseBatchSampler(Sampler):
         self._plan()  # refuse bad arguments now, not in the first epoch
 
     def _plan(self):
-        return plan_batches(self.n, self.shard_starts, self.batch_size, seed=self.seed, epoch=self.epoch,
-                            rank=self.rank, world=self.world, shuffle=self.shuffle, remainder=self.remainder)
+        """This epoch's ``(indices, repeats)``, planned once per epoch: a
+        :class:`WarehouseLoader` iterates the sampler twice per epoch (the dataset's
+        read-ahead and the DataLoader), and a global shuffle of a million samples takes
+        most of a second. The arrays are read-only."""
+        key = (self.n, self.batch_size, self.seed, self.epoch, self.rank, self.world, self.shuffle, self.remainder)
+        planned = getattr(self, "_planned", None)
+        if planned is None or planned[0] != key:
+            indices, repeats = plan_batches(self.n, self.shard_starts, self.batch_size, seed=self.seed,
+                                            epoch=self.epoch, rank=self.rank, world=self.world, shuffle=self.shuffle,
+                                            remainder=self.remainder)
+            indices.flags.writeable = repeats.flags.writeable = False
+            planned = self._planned = (key, (indices, repeats))
+        return planned[1]
 
     def set_epoch(self, epoch):
         """Use the order of ``epoch`` from the next iteration on."""
@@ -171,6 +189,87 @@ def _carve_bytes(specs):
     return max(total, 64)
 
 
+class _ReadAhead:
+    """The reader threads of a :class:`WarehouseDataset`: they read the batches of a
+    plan (an iterator of batch keys) in order, up to ``ahead`` batches before the
+    dataset is asked for them, and hand over each when asked for exactly that batch.
+    Asked for anything else, the plan is dropped (reads not yet started are
+    cancelled) and the caller reads the batch itself.
+
+    ``read`` is a bound method of the dataset, held weakly: the dataset owns this
+    object, not the other way round, so dropping the dataset stops the threads."""
+
+    def __init__(self, read, threads, ahead):
+        self._read = weakref.WeakMethod(read)
+        self._threads, self._ahead = int(threads), max(int(ahead), 1)
+        self._pool = None
+        self._lock = threading.Lock()
+        self._plan = iter(())
+        self._pending = collections.deque()  # (indices, repeats, future), in plan order
+
+    def start(self, plan):
+        """Read ahead the batches of ``plan``, after dropping the plan before."""
+        with self._lock:
+            self._drop()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="warehouse-read")
+            self._plan = iter(plan)
+            while len(self._pending) < self._ahead and self._submit():
+                pass
+
+    def _submit(self):
+        item = next(self._plan, None)
+        if item is None:
+            return False
+        idx, repeats = _batch_key(item)
+        self._pending.append((idx, repeats, self._pool.submit(_call, self._read, idx, repeats)))
+        return True
+
+    def take(self, idx, repeats):
+        """The finished read of the next planned batch when it is ``(idx, repeats)`` (its
+        error raised), else None."""
+        with self._lock:
+            if not self._pending:
+                return None
+            want, want_repeats, future = self._pending[0]
+            # Bytes, not np.array_equal: a tenth of the time for batch-sized int64 arrays.
+            if want_repeats != repeats or want.shape != idx.shape or want.tobytes() != idx.tobytes():
+                self._drop()
+                return None
+            self._pending.popleft()
+            self._submit()
+        return future.result()
+
+    def _drop(self):
+        for _, _, future in self._pending:
+            future.cancel()  # one already running finishes; its batch is dropped
+        self._pending.clear()
+        self._plan = iter(())
+
+    def close(self):
+        with self._lock:
+            self._drop()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+
+def _call(method_ref, *args):
+    method = method_ref()
+    if method is None:
+        raise ReferenceError("the dataset of this read is gone")
+    return method(*args)
+
+
+def _batch_key(key):
+    """``(indices, repeats)`` of a :class:`PlannedBatch` or an index sequence."""
+    if isinstance(key, PlannedBatch):
+        key, repeats = key.indices, key.repeats
+    else:
+        repeats = 0
+    return np.asarray(key, dtype=np.int64).reshape(-1), int(repeats)
+
+
 class WarehouseDataset(Dataset):
     """Map-style dataset over a warehouse. ``ds[i]`` (an int) is one sample as a dict of
     tensors (``image`` [C,H,W], ``boxes``, ``mask``, ``class_index``, ``box_count``,
@@ -178,7 +277,15 @@ class WarehouseDataset(Dataset):
     :class:`PlannedBatch`) reads the whole batch with ``Warehouse.read_batch`` straight
     into the tensors of the module docstring.
 
-    In the process that iterates (``make_loader``'s reader threads, or a DataLoader with
+    ``reader_threads`` > 0 gives the dataset reader threads that read batches before they
+    are asked for: :meth:`prefetch` hands it an epoch's plan (the sampler's batches, in
+    the order the DataLoader will ask for them; :class:`WarehouseLoader` does this at
+    each ``iter(loader)``), and the threads keep ``reader_threads * prefetch_factor``
+    batches read or being read ahead of the loop (``os.preadv`` and numpy release the
+    GIL, so they read beside the training step). Without a plan, or asked for another
+    batch than the plan's next, a batch is read when it is asked for.
+
+    In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
     references that batch any more (no page faults per batch; a batch you keep is never
     overwritten). In a DataLoader worker process they are allocated in shared memory,
@@ -196,21 +303,45 @@ class WarehouseDataset(Dataset):
     that reads it (a worker process keeps its own record), ``"always"`` on every read,
     ``False`` never."""
 
-    def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True):
+    def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True,
+                 reader_threads=0, prefetch_factor=2):
         self.wh = _open(warehouse, ignore_thresholds, verify_samples)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
+        if reader_threads < 0 or prefetch_factor < 1:
+            raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}: "
+                             f"want reader_threads >= 0 and prefetch_factor >= 1")
+        self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
         self._init_local()
 
     def _init_local(self):
         self._local = threading.local()  # per reader thread: records and U8 scratch
-        self._memory = _BatchMemory(8)
+        ahead = self.reader_threads * self.prefetch_factor
+        # Room for the batches read ahead, the one in use and a few the caller keeps.
+        self._memory = _BatchMemory(ahead + 4 if ahead else 8)
+        self._ahead = _ReadAhead(self._read_ahead, self.reader_threads, ahead) if ahead else None
 
     def __getstate__(self):
-        return {"wh": self.wh, "normalize": self.normalize}
+        return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,
+                "prefetch_factor": self.prefetch_factor}
 
     def __setstate__(self, state):
         self.wh, self.normalize = state["wh"], state["normalize"]
+        self.reader_threads = state.get("reader_threads", 0)
+        self.prefetch_factor = state.get("prefetch_factor", 2)
         self._init_local()
+
+    def __del__(self):
+        ahead = getattr(self, "_ahead", None)
+        if ahead is not None:
+            ahead.close()
+
+    def prefetch(self, batches):
+        """Start reading ``batches`` (an iterable of :class:`PlannedBatch` or index
+        sequences, in the order ``ds[...]`` will be asked for them, e.g. a
+        :class:`WarehouseBatchSampler`) in the reader threads, dropping what was read
+        ahead for an earlier plan (an epoch left early). No-op without reader threads."""
+        if self._ahead is not None:
+            self._ahead.start(iter(batches))
 
     def __len__(self):
         return len(self.wh)
@@ -221,12 +352,12 @@ class WarehouseDataset(Dataset):
             out = {k: v[0] for k, v in batch.items() if k != "repeats"}
             out["image"] = out.pop("images")
             return out
-        repeats = 0
-        if isinstance(key, PlannedBatch):
-            if key.pending is not None:
-                return key.pending.result()
-            key, repeats = key.indices, key.repeats
-        return self._read(np.asarray(key, dtype=np.int64).reshape(-1), repeats, get_worker_info() is not None)
+        idx, repeats = _batch_key(key)
+        if self._ahead is not None:
+            batch = self._ahead.take(idx, repeats)
+            if batch is not None:
+                return batch
+        return self._read(idx, repeats, get_worker_info() is not None)
 
     def _scratch_for(self, b):
         """This thread's arrays that are not returned (records; U8 images to normalise)."""
@@ -238,6 +369,9 @@ class WarehouseDataset(Dataset):
                 scratch["images"] = np.empty((b,) + wh.image_shape, dtype=wh.image_dtype)
             self._local.scratch = scratch
         return scratch
+
+    def _read_ahead(self, idx, repeats):
+        return self._read(idx, repeats, shared=False)
 
     def _read(self, idx, repeats, shared):
         wh, b, l = self.wh, idx.shape[0], self.wh.layout
@@ -263,49 +397,6 @@ class WarehouseDataset(Dataset):
             wh.normalize_images(out["images"], out=t["images"].numpy())
         t["repeats"] = int(repeats)
         return t
-
-
-class _ReadAheadSampler(WarehouseBatchSampler):
-    """:class:`WarehouseBatchSampler` that starts reading each batch in one of
-    ``threads`` reader threads up to ``ahead`` batches before the DataLoader asks for
-    it; the dataset hands over the finished read (``PlannedBatch.pending``)."""
-
-    def __init__(self, dataset, batch_size, *, threads, ahead, **kwargs):
-        super().__init__(dataset.wh, batch_size, **kwargs)
-        self.dataset, self.threads, self.ahead = dataset, int(threads), max(int(ahead), 1)
-        self._pool = None
-
-    def _read(self, idx, repeats):
-        return self.dataset._read(idx, repeats, shared=False)
-
-    def __iter__(self):
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="warehouse-read")
-        indices, repeats = self._plan()
-        pending = collections.deque()
-        nxt = 0
-
-        def start():
-            nonlocal nxt
-            f = self._pool.submit(self._read, indices[nxt], int(repeats[nxt]))
-            pending.append(PlannedBatch(indices[nxt], int(repeats[nxt]), f))
-            nxt += 1
-
-        try:
-            while nxt < min(self.ahead, indices.shape[0]):
-                start()
-            while pending:
-                pb = pending.popleft()
-                if nxt < indices.shape[0]:
-                    start()
-                yield pb
-        finally:
-            for pb in pending:  # an epoch left early: drop what was read ahead
-                pb.pending.cancel()
-
-    def __del__(self):
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Normalize(torch.nn.Module):
@@ -342,7 +433,15 @@ def normalize(images, warehouse):
 class WarehouseLoader(DataLoader):
     """A DataLoader whose items are whole batches from a :class:`WarehouseBatchSampler`.
     ``set_epoch(e)`` forwards to the sampler (``loader.sampler.set_epoch(e)`` does the
-    same); ``warehouse`` is the open :class:`warehouse_etl.Warehouse`."""
+    same); ``warehouse`` is the open :class:`warehouse_etl.Warehouse`. Each
+    ``iter(loader)`` hands the epoch's plan to the dataset's reader threads
+    (:meth:`WarehouseDataset.prefetch`) when the loader runs no worker processes."""
+
+    def __iter__(self):
+        prefetch = getattr(self.dataset, "prefetch", None)
+        if self.num_workers == 0 and prefetch is not None:
+            prefetch(self.sampler)
+        return super().__iter__()
 
     def set_epoch(self, epoch):
         """Use the order of ``epoch`` from the next ``iter(loader)`` on."""
@@ -354,35 +453,43 @@ class WarehouseLoader(DataLoader):
 
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
-                num_workers=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
-                verify_samples=True, **dataloader_kwargs):
+                reader_threads=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
+                verify_samples=True, num_workers=None, **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
     ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
     dicts (module docstring), each read in one pass. ``rank``/``world`` default to
     ``torch.distributed``'s when it is initialised, else 0/1.
 
-    ``num_workers`` is the number of reader threads in this process, each reading a
-    whole batch (``os.preadv`` and numpy release the GIL, so they run beside the training
-    step) up to ``num_workers * prefetch_factor`` batches ahead; 0 reads each batch when
-    it is asked for. Reader threads instead of DataLoader worker processes because a
-    worker process would add a shared-memory segment, its page faults and a second
-    mapping per batch to work that is otherwise one read into reused memory (measured
-    in bench/read.sh: processes deliver 3-4x fewer samples/s). A DataLoader with worker
-    processes still works with the parts: ``DataLoader(WarehouseDataset(path),
+    ``reader_threads`` is the number of reader threads of the dataset in this process,
+    each reading a whole batch (``os.preadv`` and numpy release the GIL, so they run
+    beside the training step) up to ``reader_threads * prefetch_factor`` batches ahead;
+    0 reads each batch when it is asked for. The DataLoader itself runs no worker
+    processes: a worker process would add a shared-memory segment, its page faults and a
+    second mapping per batch to work that is otherwise one read into reused memory
+    (measured in bench/read.sh: processes deliver 3-4x fewer samples/s). A DataLoader
+    with worker processes still works with the parts: ``DataLoader(WarehouseDataset(path),
     batch_size=None, sampler=WarehouseBatchSampler(path, B), num_workers=N)``.
+
+    ``num_workers`` is the deprecated name of ``reader_threads`` (it always meant reader
+    threads here, never DataLoader worker processes): it still works, with a
+    DeprecationWarning.
 
     Every sample is checked against its shard's CRC-32C on its first read in this
     process (``verify_samples``, as :func:`warehouse_etl.open`; reader threads share
     the record, so later epochs read at unchecked speed); a damaged sample raises
     ``warehouse_etl.WarehouseError`` from the loop, naming the shard file and sample."""
+    if num_workers is not None:
+        warnings.warn("make_loader(num_workers=N) is deprecated: it means N reader threads in this process "
+                      "(the DataLoader runs no worker processes); use make_loader(reader_threads=N)",
+                      DeprecationWarning, stacklevel=2)
+        if reader_threads:
+            raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
+                            f"num_workers is the deprecated name of reader_threads; give reader_threads only")
+        reader_threads = num_workers
     ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
-                          verify_samples=verify_samples)
-    kwargs = dict(seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle, remainder=remainder)
-    if num_workers > 0:
-        sampler = _ReadAheadSampler(ds, batch_size, threads=num_workers, ahead=num_workers * prefetch_factor,
-                                    **kwargs)
-        ds._memory = _BatchMemory(num_workers * prefetch_factor + 4)
-    else:
-        sampler = WarehouseBatchSampler(ds.wh, batch_size, **kwargs)
+                          verify_samples=verify_samples, reader_threads=reader_threads,
+                          prefetch_factor=prefetch_factor)
+    sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
+                                    shuffle=shuffle, remainder=remainder)
     return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=pin_memory,
                            **dataloader_kwargs)

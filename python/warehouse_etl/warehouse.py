@@ -1,0 +1,482 @@
+"""The open warehouse: :func:`open` checks a version as docs/format/reading.md says and
+returns a :class:`Warehouse`, which hands out samples (``wh[i]``, zero-copy views) and
+batches (``read_batch``, one ``os.preadv`` per run and section), each checked against
+its shard's CRC-32C, in the Go reader's batch order (``batches``, ``plan``).
+
+The manifest checks live in ``_manifest``, the thresholds in ``_thresholds``, a shard's
+header in ``_shard``, the section arithmetic in ``_layout``; this module opens files,
+keeps the per-process state (file descriptors, mappings, which samples passed their
+check) and reads.
+"""
+import builtins
+import hashlib
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import _crc32c
+from ._gofmt import go_errno, go_join
+from ._layout import DTYPES, RECORD_FIELDS
+from ._manifest import manifest_layout, read_manifest, resolve_dir
+from ._order import plan_batches
+from ._shard import has_sample_checksums, parse_shard, stat_shard
+from ._thresholds import check_thresholds
+from .errors import WarehouseError
+
+__all__ = ["open", "Warehouse"]
+
+log = logging.getLogger("warehouse_etl")
+
+_IOV_MAX = 1024  # buffers per preadv call (Linux IOV_MAX)
+_BATCH_KEYS = ("images", "boxes", "mask", "class_index", "box_count", "records", "extras", "index")
+
+
+_VERIFY_SAMPLES = (True, "always", False)
+
+
+def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,  # noqa: A001 (the API name)
+         verify_samples=True):
+    """Open the warehouse version at ``path`` (a version directory, or an output root whose
+    ``latest`` symlink names one) and check it as docs/format/reading.md says.
+
+    Refuses, raising :class:`WarehouseError` with the Go reader's wording: a manifest of
+    another ``format_version``, unknown fields or an inconsistent manifest, paths that
+    leave the warehouse, shard entries that disagree with the layout or whose ``bytes``
+    do not match their sample count, and shard files that are missing, not regular
+    files or of the wrong size. A recorded validation summary that exceeds a threshold
+    with action ``fail`` raises :class:`ThresholdError` unless ``ignore_thresholds``
+    (``thresholds`` substitutes a dict of stricter limits, manifest.md's ``thresholds``
+    shape). Each shard's header is checked when it is first read; with
+    ``verify_checksums`` its sha256 is also compared with the manifest then.
+
+    ``verify_samples`` checks every sample ``wh[i]`` and ``read_batch`` hand out against
+    its shard's CRC-32C and raises :class:`WarehouseError` naming the shard file and the
+    sample (the Go reader's words) when its bytes changed since the build: ``True``
+    (default) on the sample's first read in this process (a bit per sample remembers
+    it, so later epochs read at unchecked speed), ``"always"`` on every read, ``False``
+    never (benchmarks of the reads alone). Shards of warehouses built before per-sample
+    checksums have none: they are read unchecked (``sample_checksums()`` says so).
+    """
+    return Warehouse(path, ignore_thresholds=ignore_thresholds, thresholds=thresholds,
+                     verify_checksums=verify_checksums, verify_samples=verify_samples)
+
+
+class _Shard:
+    """One shard: an fd for preadv (reopened after fork or unpickling) and a read-only
+    memmap for zero-copy views, both opened on first use."""
+
+    __slots__ = ("entry", "path", "fd", "pid", "sections", "mmap", "error", "crcs", "verified")
+
+    def __init__(self, entry, path):
+        self.entry, self.path = entry, path
+        self.fd = self.pid = self.sections = self.mmap = self.error = None
+        self.crcs = None      # the checksum table (uint32 per sample), None without one
+        self.verified = None  # bool per sample: passed its CRC-32C check in this process
+
+
+class Warehouse:
+    """An open, checked warehouse version. Use :func:`open`.
+
+    Attributes: ``dir`` (the version directory), ``manifest`` (the checked manifest
+    dict), ``layout`` (``dtype``, ``width``, ``height``, ``channels``, ``max_boxes``,
+    ``extra_f32``), ``shard_starts`` (int64 array, first sample of each shard),
+    ``image_dtype``/``box_dtype`` (numpy dtypes as stored), ``classes`` (names by index),
+    ``extras_spec`` (manifest ``extras``), ``mean``/``std`` (the recorded normalisation,
+    or None).
+
+    A Warehouse may be pickled (DataLoader workers): the copy keeps the checked manifest
+    and reopens shards lazily in its process. Not thread-safe for the first use of a
+    shard from several threads at once beyond what its lock covers: reads themselves
+    (``os.preadv``) are safe from any thread.
+    """
+
+    def __init__(self, path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,
+                 verify_samples=True):
+        if not any(verify_samples is v or (isinstance(v, str) and verify_samples == v) for v in _VERIFY_SAMPLES):
+            raise ValueError(f"verify_samples={verify_samples!r}: want True (first read), 'always' or False")
+        self.dir = resolve_dir(path)
+        self._readers_lock = _lock_for_reading(self.dir)
+        m = read_manifest(self.dir)
+        check_thresholds(self.dir, m, thresholds, ignore_thresholds)
+        try:
+            layout = manifest_layout(m)
+        except ValueError as e:
+            raise WarehouseError(f"{go_join(self.dir, 'manifest.json')}: manifest invalid: {e}") from None
+        self._init(self.dir, m, layout, verify_checksums, verify_samples)
+        for sh in self._shards:
+            stat_shard(self.dir, sh.path, sh.entry)
+        log.info("warehouse opened: %s version %s, %d samples in %d shards, %s", self.dir, m["version"][:16],
+                 len(self), len(self._shards), m["default_dtype"])
+
+    def _init(self, directory, manifest, layout, verify_checksums, verify_samples):
+        self.dir, self.manifest, self.layout = directory, manifest, layout
+        self.verify_checksums = verify_checksums
+        self.verify_samples = verify_samples
+        self.samples_verified = 0  # CRC-32C checks that passed in this process (reader threads may lose a few)
+        self._n = int(manifest["samples"])
+        self._shards = [_Shard(e, go_join(directory, e["relative_path"])) for e in manifest["shards"]]
+        self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
+        self._starts_end = np.append(self.shard_starts, self._n)
+        self.image_dtype, self.box_dtype = layout.image_dtype, layout.box_dtype
+        self.record_dtype = layout.record_dtype()
+        self.extras_spec = manifest["extras"]
+        self.classes = [c["name"] for c in sorted(manifest["classes"], key=lambda c: c["index"])]
+        t = manifest["transform"]
+        self.mean = list(t["mean"]) if t.get("mean") else None
+        self.std = list(t["std"]) if t.get("std") else None
+        self._lock = threading.Lock()
+
+    # Pickling: the checked manifest travels, the handles do not.
+    def __getstate__(self):
+        return {"dir": self.dir, "manifest": self.manifest, "layout": self.layout,
+                "verify_checksums": self.verify_checksums, "verify_samples": self.verify_samples}
+
+    def __setstate__(self, state):
+        self._init(state["dir"], state["manifest"], state["layout"], state["verify_checksums"],
+                   state.get("verify_samples", True))
+
+    def __len__(self):
+        return self._n
+
+    def __repr__(self):
+        l = self.layout
+        return (f"<warehouse_etl.Warehouse {self.dir}: {self._n} samples, {len(self._shards)} shards, "
+                f"{DTYPES[l.dtype][0]} {l.channels}x{l.height}x{l.width}, max_boxes {l.max_boxes}>")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def normalize_table(self):
+        """The build's normalisation as a float32 table of shape (3, 256): row c maps the
+        8-bit pixel value p of channel c to ``(p/255 - mean[c]) / std[c]`` (``p/255``
+        without mean/std), computed in float64 and rounded once to float32 exactly as
+        the pipeline computes an F32 build's values (shard.md "Images"). Normalising a
+        U8 image through it gives the F32 build's pixels bit for bit."""
+        v = np.arange(256, dtype=np.float64) / 255
+        if self.mean is None:
+            return np.stack([v] * 3).astype(np.float32)
+        return np.stack([(v - self.mean[c]) / self.std[c] for c in range(3)]).astype(np.float32)
+
+    def normalize_images(self, images, out=None):
+        """Float32 images from a batch's ``images`` ([..., C, H, W]): U8 through
+        :meth:`normalize_table` (the F32 build's values, bit for bit), F16 widened,
+        F32 as they are (F16/F32 were normalised by the build)."""
+        images = np.asarray(images)
+        if out is None:
+            out = np.empty(images.shape, dtype=np.float32)
+        if images.dtype != np.uint8:
+            out[...] = images
+            return out
+        table = self.normalize_table()
+        for c in range(images.shape[-3]):
+            np.take(table[c % 3], images[..., c, :, :], out=out[..., c, :, :])
+        return out
+
+    def sample_checksums(self):
+        """``(checked, shards)``: how many of the shards carry per-sample CRC-32Cs, from
+        the manifest (Go: ``Reader.SampleChecksums``). A warehouse built before they
+        existed has none and is read unchecked."""
+        return sum(has_sample_checksums(sh.entry, self.layout) for sh in self._shards), len(self._shards)
+
+    @property
+    def image_shape(self):
+        """(C, H, W) of one image."""
+        return (self.layout.channels, self.layout.height, self.layout.width)
+
+    def close(self):
+        """Close every shard file this process opened and drop the mappings (views handed
+        out by ``wh[i]`` keep their mapping alive until they are freed), and release the
+        readers lock that keeps ``warehouse-etl gc`` away from this version."""
+        lock, self._readers_lock = getattr(self, "_readers_lock", None), None
+        if lock is not None:
+            lock.close()
+        with self._lock:
+            for sh in self._shards:
+                if sh.fd is not None and sh.pid == os.getpid():
+                    os.close(sh.fd)
+                sh.fd = sh.pid = sh.mmap = None
+
+    def _shard(self, k):
+        """Shard k, opened and checked in this process (reopened after a fork)."""
+        sh = self._shards[k]
+        if sh.fd is not None and sh.pid == os.getpid():
+            return sh
+        with self._lock:
+            if sh.fd is not None and sh.pid == os.getpid():
+                return sh
+            if sh.error is not None:
+                raise sh.error
+            if sh.pid != os.getpid():  # inherited from the parent: not ours to close
+                sh.fd = sh.mmap = None
+            t0 = time.perf_counter()
+            try:
+                if self.verify_checksums:
+                    _check_sha256(sh.path, sh.entry["checksum_sha256"])
+                try:
+                    fd = os.open(sh.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except OSError as e:
+                    raise WarehouseError(f"open {sh.path}: {go_errno(e)}") from None
+                try:
+                    sh.sections = parse_shard(fd, sh.path, sh.entry, self.layout)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                sh.crcs = sh.sections["crc_table"]
+                sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
+            except WarehouseError as e:
+                sh.error = e  # a refused shard stays refused
+                raise
+            sh.fd, sh.pid = fd, os.getpid()
+            log.info("shard loaded: %s, %d bytes, open+check %.3f ms", sh.entry["id"], sh.entry["bytes"],
+                     (time.perf_counter() - t0) * 1e3)
+            return sh
+
+    def _to_check(self, sh, local):
+        """Which of the samples ``local`` (int array) of shard ``sh`` are to be checked
+        against their CRC-32C on this read: a bool array."""
+        if not self.verify_samples or sh.crcs is None:
+            return np.zeros(local.shape[0], dtype=bool)
+        if self.verify_samples == "always":
+            return np.ones(local.shape[0], dtype=bool)
+        return ~sh.verified[local]
+
+    def _check_rows(self, sh, k, local, arrays, rows):
+        """Check rows ``rows`` of ``arrays`` (image, boxes, mask, record, extras rows
+        along axis 0), holding samples ``local`` of shard ``sh`` (index k), against the
+        checksum table, remembering those that pass. Returns None, or the position in
+        ``rows`` of the first mismatch and the Go reader's error for it."""
+        got = _crc32c.crc32c_rows(arrays, rows)
+        want = sh.crcs[local]
+        ok = got == want
+        sh.verified[local[ok]] = True
+        self.samples_verified += int(np.count_nonzero(ok))
+        bad = np.flatnonzero(~ok)
+        if not bad.size:
+            return None
+        r = int(bad[0])
+        j = int(local[r])
+        return r, WarehouseError(f"{sh.path}: warehouse sample {int(self.shard_starts[k]) + j}: shard: corrupt: "
+                                 f"sample {j}: crc32c 0x{int(got[r]):08x}, the checksum table says "
+                                 f"0x{int(want[r]):08x}")
+
+    def _locate(self, i):
+        if not 0 <= i < self._n:
+            raise IndexError(f"{self.dir}: sample {i} out of range [0, {self._n})")
+        k = int(np.searchsorted(self.shard_starts, i, side="right")) - 1
+        return k, i - int(self.shard_starts[k])
+
+    def __getitem__(self, i):
+        """Sample ``i`` as a dict of zero-copy, read-only numpy views into the shard's
+        mapping: ``image`` (C, H, W), ``boxes`` (K, 4) and ``mask`` (K,) as stored,
+        ``class_index`` (K,) int32 (-1 padding), ``box_count`` (int), ``record`` (the
+        structured meta record), ``meta`` (dict of its fields as Python scalars),
+        ``extras`` (dict name -> array of the manifest's shape), ``extras_f32`` (E,),
+        ``index``, ``shard`` (id) and ``shard_index``."""
+        i = int(i)
+        if i < 0:
+            i += self._n
+        k, j = self._locate(i)
+        sh = self._shard(k)
+        if sh.mmap is None:
+            sh.mmap = np.memmap(sh.path, dtype=np.uint8, mode="r")
+        raw, s, l = sh.mmap, sh.sections, self.layout
+        img = raw[s["image"] + j * l.image_bytes:s["image"] + (j + 1) * l.image_bytes]
+        box = raw[s["boxes"] + j * l.box_bytes:s["boxes"] + (j + 1) * l.box_bytes]
+        msk = raw[s["mask"] + j * l.mask_bytes:s["mask"] + (j + 1) * l.mask_bytes]
+        rec_raw = raw[s["records"] + j * l.record_size:s["records"] + (j + 1) * l.record_size]
+        ext_raw = raw[s["extras"] + j * l.extra_bytes:s["extras"] + (j + 1) * l.extra_bytes]
+        local = np.array([j], dtype=np.int64)
+        if self._to_check(sh, local)[0]:
+            bad = self._check_rows(sh, k, local, [a[None] for a in (img, box, msk, rec_raw, ext_raw)], [0])
+            if bad is not None:
+                raise bad[1]
+        rec = rec_raw.view(self.record_dtype)[0]
+        ext = ext_raw.view("<f4")
+        extras = {}
+        for e in self.extras_spec:
+            size = int(np.prod(e["shape"], dtype=np.int64))
+            extras[e["name"]] = ext[e["offset"]:e["offset"] + size].reshape(e["shape"])
+        return {
+            "index": i, "shard": sh.entry["id"], "shard_index": j,
+            "image": img.view(self.image_dtype).reshape(self.image_shape),
+            "boxes": box.view(self.box_dtype).reshape(l.max_boxes, 4),
+            "mask": msk.view(self.box_dtype),
+            "class_index": rec["class_index"], "box_count": int(rec["box_count"]), "record": rec,
+            "meta": {name: rec[name].item() for name, _, _ in RECORD_FIELDS},
+            "extras": extras, "extras_f32": ext,
+        }
+
+    def allocate_batch(self, batch_size):
+        """Fresh arrays for :meth:`read_batch`'s ``out=``: ``images`` [B,C,H,W], ``boxes``
+        [B,K,4], ``mask`` [B,K] (stored dtypes), ``class_index`` [B,K] int32,
+        ``box_count`` [B] int32, ``records`` [B] (structured meta records), ``extras``
+        [B,E] float32, ``index`` [B] int64."""
+        l, b = self.layout, batch_size
+        return {
+            "images": np.empty((b,) + self.image_shape, dtype=self.image_dtype),
+            "boxes": np.empty((b, l.max_boxes, 4), dtype=self.box_dtype),
+            "mask": np.empty((b, l.max_boxes), dtype=self.box_dtype),
+            "class_index": np.empty((b, l.max_boxes), dtype=np.int32),
+            "box_count": np.empty(b, dtype=np.int32),
+            "records": np.empty(b, dtype=self.record_dtype),
+            "extras": np.empty((b, l.extra_f32), dtype=np.float32),
+            "index": np.empty(b, dtype=np.int64),
+        }
+
+    def _check_out(self, out, b):
+        want = self.allocate_batch(0)
+        for key in _BATCH_KEYS:
+            a = out.get(key) if isinstance(out, dict) else getattr(out, key, None)
+            if a is None:
+                raise ValueError(f"read_batch: out has no {key!r}")
+            w = want[key]
+            if (not isinstance(a, np.ndarray) or a.dtype != w.dtype or a.shape != (b,) + w.shape[1:]
+                    or not a.flags.c_contiguous or not a.flags.writeable):
+                raise ValueError(f"read_batch: out[{key!r}] is {getattr(a, 'dtype', type(a))} "
+                                 f"{getattr(a, 'shape', '')}; want a writable C-contiguous {w.dtype} "
+                                 f"{(b,) + w.shape[1:]}")
+        if not isinstance(out, dict):
+            out = {key: getattr(out, key) for key in _BATCH_KEYS}
+        return out
+
+    def read_batch(self, indices, out=None):
+        """Read the samples ``indices`` (any order, repeats allowed) into contiguous arrays,
+        row r holding sample ``indices[r]``; returns the dict of :meth:`allocate_batch`
+        (``out`` itself when given: a dict or object with those arrays, reused as is).
+
+        The rows are read straight from the shard files into the destination arrays: the
+        indices are grouped by shard and sorted, and each run of consecutive samples in a
+        shard costs one ``os.preadv`` per section (images, boxes, mask, records, extras)
+        scattering into the destination rows, with no intermediate copy. ``class_index``
+        and ``box_count`` come from the records in one vectorised step (padding slots
+        -1, as the Go reader's batches). Each run's rows are checked against their
+        CRC-32C right after they are read, while the bytes are in the CPU cache, as
+        :func:`open`'s ``verify_samples`` says (on a sample's first read by default);
+        a mismatch raises :class:`WarehouseError` naming the shard file and the sample
+        of the first such row (in row order), after the whole batch was read.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        b = idx.shape[0]
+        if b and (int(idx.min()) < 0 or int(idx.max()) >= self._n):
+            bad = int(idx[(idx < 0) | (idx >= self._n)][0])
+            raise IndexError(f"{self.dir}: sample {bad} out of range [0, {self._n})")
+        out = self.allocate_batch(b) if out is None else self._check_out(out, b)
+        out["index"][:] = idx
+        if b == 0:
+            return out
+        l = self.layout
+        shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
+        local = idx - self.shard_starts[shard_of]
+        rows = np.lexsort((local, shard_of))
+        ss, ll = shard_of[rows], local[rows]
+        cuts = np.flatnonzero((np.diff(ss) != 0) | (np.diff(ll) != 1)) + 1
+        starts = np.concatenate(([0], cuts)).tolist()
+        ends = np.concatenate((cuts, [b])).tolist()
+        rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
+        sections = [("images", "image", l.image_bytes), ("boxes", "boxes", l.box_bytes),
+                    ("mask", "mask", l.mask_bytes), ("records", "records", l.record_size),
+                    ("extras", "extras", l.extra_bytes)]
+        views = [(memoryview(out[key]).cast("B"), sec, size) for key, sec, size in sections if size]
+        checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
+        first_bad = None  # (row, error) of the first row, in row order, that failed its check
+        for r0, r1 in zip(starts, ends):
+            sh = self._shard(ss_l[r0])
+            first = ll_l[r0]
+            # Destination rows of this run, coalesced where they are adjacent in out.
+            groups = []
+            g0 = prev = rows_l[r0]
+            for r in rows_l[r0 + 1:r1]:
+                if r != prev + 1:
+                    groups.append((g0, prev + 1))
+                    g0 = r
+                prev = r
+            groups.append((g0, prev + 1))
+            for mv, sec, size in views:
+                bufs = [mv[a * size:e * size] for a, e in groups]
+                offset = sh.sections[sec] + first * size
+                for c in range(0, len(bufs), _IOV_MAX):
+                    chunk = bufs[c:c + _IOV_MAX]
+                    want = sum(len(x) for x in chunk)
+                    got = os.preadv(sh.fd, chunk, offset)
+                    if got != want:
+                        raise WarehouseError(f"{sh.path}: short read: {got} of {want} bytes at offset {offset}")
+                    offset += want
+            # The run's CRC-32C checks, while its bytes are still in the CPU cache.
+            if self.verify_samples and sh.crcs is not None:
+                run_local = ll[r0:r1]
+                need = self._to_check(sh, run_local)
+                if need.any():
+                    run_rows = rows[r0:r1][need]
+                    bad = self._check_rows(sh, ss_l[r0], run_local[need], checked, run_rows)
+                    if bad is not None and (first_bad is None or run_rows[bad[0]] < first_bad[0]):
+                        first_bad = (int(run_rows[bad[0]]), bad[1])
+        if first_bad is not None:
+            raise first_bad[1]
+        rec = out["records"]
+        counts = rec["box_count"]
+        out["box_count"][:] = counts
+        if l.max_boxes:
+            np.copyto(out["class_index"], np.where(np.arange(l.max_boxes)[None, :] < counts[:, None].astype(np.int64),
+                                                   rec["class_index"], -1))
+        return out
+
+    def plan(self, batch_size, *, seed=0, epoch=0, rank=0, world=1, shuffle="global", remainder="drop"):
+        """This rank's batches of one epoch as ``(indices [T, batch_size] int64, repeats
+        [T] int64)``, identical to the Go reader's ``warehouse.PlanBatches``
+        (reading.md, "Batches and ranks"); ``repeats`` counts each batch's wrap-around
+        rows (``remainder="pad"``)."""
+        return plan_batches(self._n, self.shard_starts.tolist(), batch_size, seed=seed, epoch=epoch, rank=rank,
+                            world=world, shuffle=shuffle, remainder=remainder)
+
+    def batches(self, batch_size, *, seed=0, epoch=0, rank=0, world=1, shuffle="global", remainder="drop"):
+        """Yield this rank's batches of one epoch as int64 index arrays, the Go reader's
+        order for the same arguments: ``shuffle`` none, global or shard; ``remainder``
+        drop (every rank gets floor(N / (world*batch_size)) batches) or pad
+        (ceil(...), wrapping around to the start of the order; see :meth:`plan` for
+        the repeat counts). Read each with :meth:`read_batch`."""
+        indices, _ = self.plan(batch_size, seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle,
+                               remainder=remainder)
+        yield from indices
+
+
+def _lock_for_reading(directory):
+    """The shared readers lock of a version (``.<version>.readers`` beside it, Go:
+    warehouse.LockForReading): while it is held, ``warehouse-etl gc`` leaves the version
+    alone. None when the root has no lock file and cannot get one (another user's
+    read-only warehouse): the version is read unprotected."""
+    import fcntl
+
+    root, name = os.path.split(os.path.normpath(directory))
+    path = os.path.join(root, "." + name + ".readers")
+    try:
+        f = builtins.open(path, "rb")
+    except FileNotFoundError:
+        try:
+            f = builtins.open(path, "ab")
+        except OSError:
+            log.warning("no readers lock for %s (the output root is not writable): gc cannot see this reader", directory)
+            return None
+    except PermissionError:
+        return None
+    fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+    return f
+
+
+def _check_sha256(path, want):
+    h = hashlib.sha256()
+    with builtins.open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            h.update(chunk)
+    got = h.hexdigest()
+    if got != want:
+        raise WarehouseError(f"{path}: sha256 {got}, the manifest says {want}")
+
