@@ -13,10 +13,14 @@ import (
 	"math"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"warehouse-etl/analytics/records"
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/capture"
+	"warehouse-etl/sources/coco"
+	"warehouse-etl/sources/yolo"
+	"warehouse-etl/validate"
 	"warehouse-etl/viewer/render"
 )
 
@@ -87,7 +91,7 @@ func (v *Viewer) samplePNG(seq int, full bool) ([]byte, error) {
 		if full {
 			limit = 1024
 		}
-		if img, err = v.sourceImage(rec, limit); err != nil {
+		if img, err = v.sourceImage(ix, seq, rec, limit); err != nil {
 			return nil, err
 		}
 	}
@@ -100,19 +104,26 @@ func (v *Viewer) samplePNG(seq int, full bool) ([]byte, error) {
 }
 
 // sourceImage decodes a rejected sample's source image under the dataset
-// root and draws its label's boxes on it (refusedBoxes), scaled to fit
-// limit. The os.Root refuses a path that leaves the root, through ".." or
-// a symbolic link.
-func (v *Viewer) sourceImage(rec *records.SampleLine, limit int) (image.Image, error) {
-	if !v.hasSourceImage(rec.ImagePath) {
-		return nil, errNoImage
+// root (an episode sample's frame through its source, episodeFrame) and
+// draws its label's boxes on it (refusedBoxes), scaled to fit limit. The
+// os.Root refuses a path that leaves the root, through ".." or a symbolic
+// link.
+func (v *Viewer) sourceImage(ix *sampleIndex, seq int, rec *records.SampleLine, limit int) (image.Image, error) {
+	var src image.Image
+	var err error
+	switch {
+	case episodeKinds[v.m.Source.Kind]:
+		src, err = v.episodeFrame(seq, ix)
+	case v.hasSourceImage(rec.ImagePath):
+		src, err = v.decodeSource(rec.ImagePath)
+	default:
+		err = errNoImage
 	}
-	src, err := v.decodeSource(rec.ImagePath)
 	if err != nil {
 		return nil, err
 	}
 	w, h := src.Bounds().Dx(), src.Bounds().Dy()
-	boxes := v.refusedBoxes(rec, w, h)
+	boxes := v.refusedBoxes(seq, rec, w, h)
 	// The canvas holds the image and every box, up to half the image
 	// size around it: a box out of bounds is drawn where the label put it.
 	x0, y0, x1, y1 := 0.0, 0.0, float64(w), float64(h)
@@ -156,6 +167,12 @@ func (v *Viewer) decodeSource(rel string) (image.Image, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		return nil, errNoImage
 	}
+	return decodeBounded(f)
+}
+
+// decodeBounded decodes a PNG or JPEG after its header says it has at most
+// maxSourcePixels pixels.
+func decodeBounded(f io.ReadSeeker) (image.Image, error) {
 	cfg, _, err := image.DecodeConfig(f)
 	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxSourcePixels {
 		return nil, errNoImage
@@ -170,52 +187,160 @@ func (v *Viewer) decodeSource(rel string) (image.Image, error) {
 	return img, nil
 }
 
-// refusedBox is one box of a rejected sample's label, in source pixels.
+// refusedBox is one box of a rejected sample's label, in source pixels:
+// drawn in its class colour when the build used it, else in RefusedColor
+// with its reasons in its name.
 type refusedBox struct {
 	px    [4]float64
 	name  string
 	color color.RGBA
 }
 
+// labelRow is one box or line of a rejected sample's label for its page:
+// where it is in the label, its class, its box and the build's verdict.
+type labelRow struct {
+	Where, Class, Box, Verdict string
+	Refused                    bool
+}
+
 // maxLabelBytes bounds a label file the viewer parses.
 const maxLabelBytes = 4 << 20
 
-// refusedBoxes are the boxes the label of a rejected capture sample wrote,
-// checked as the build checked them: a refused box in RefusedColor named
-// with its reason, a good one in its class colour. Other sources' labels
-// are not parsed here (nil).
-func (v *Viewer) refusedBoxes(rec *records.SampleLine, w, h int) []refusedBox {
-	if v.m.Source.Kind != "capture" || rec.LabelPath == "" || v.data == nil {
-		return nil
-	}
-	data, err := readSmall(v.data, rec.LabelPath, maxLabelBytes)
-	if err != nil {
-		return nil
-	}
+// refusedBoxes are the boxes the label of a rejected sample wrote, checked
+// as the build checked them against a w x h image (labelRows).
+func (v *Viewer) refusedBoxes(seq int, rec *records.SampleLine, w, h int) []refusedBox {
 	var out []refusedBox
-	for _, b := range capture.LabelBoxes(data, v.m.Source.LabelKeys, w, h) {
-		if b.Written == nil || !finite(b.Written[:]) {
-			continue
+	for _, r := range v.labelRows(seq, rec, w, h) {
+		if r.box != nil {
+			out = append(out, *r.box)
 		}
-		rb := refusedBox{px: *b.Written, name: v.classOf(b.Class), color: render.RefusedColor}
-		if i := v.classIndex(b.Class); i >= 0 {
-			rb.name = render.ClassName(v.m, int32(i))
-		}
-		if b.Reason != "" {
-			rb.name += " " + string(b.Reason)
-		} else if i := v.classIndex(b.Class); i >= 0 {
-			rb.color = render.ClassColor(i)
-		}
-		// A box written backwards is drawn over the span it names.
-		if rb.px[0] > rb.px[2] {
-			rb.px[0], rb.px[2] = rb.px[2], rb.px[0]
-		}
-		if rb.px[1] > rb.px[3] {
-			rb.px[1], rb.px[3] = rb.px[3], rb.px[1]
-		}
-		out = append(out, rb)
 	}
 	return out
+}
+
+// checkedLabel is one entry of a rejected sample's label: its row on the
+// page and, when it has a finite box, the box to draw.
+type checkedLabel struct {
+	row labelRow
+	box *refusedBox
+}
+
+// labelRows reads a rejected sample's label through its source package,
+// checked as the build checked it against a w x h image: a capture label
+// (capture.LabelBoxes), a COCO image's annotations (coco.ImageLabel, from
+// the background pass), a YOLO label file's lines (yolo.LabelLines). Other
+// sources' samples have no label (nil).
+func (v *Viewer) labelRows(seq int, rec *records.SampleLine, w, h int) []checkedLabel {
+	var out []checkedLabel
+	add := func(where string, class sources.ClassKey, px *[4]float64, reasons []validate.Reason, note string) {
+		row := labelRow{Where: where, Class: v.classOf(class), Refused: len(reasons) > 0}
+		ci := v.classIndex(class)
+		if ci >= 0 {
+			row.Class = render.ClassName(v.m, int32(ci))
+		}
+		var words []string
+		for _, r := range reasons {
+			words = append(words, string(r)+": "+describeReason(string(r)))
+		}
+		row.Verdict = strings.Join(words, "; ")
+		if !row.Refused {
+			row.Verdict = "used"
+		}
+		if note != "" {
+			row.Verdict += " (" + note + ")"
+		}
+		c := checkedLabel{row: row}
+		if px != nil && finite(px[:]) {
+			b := *px
+			// A box written backwards is drawn over the span it names.
+			if b[0] > b[2] {
+				b[0], b[2] = b[2], b[0]
+			}
+			if b[1] > b[3] {
+				b[1], b[3] = b[3], b[1]
+			}
+			c.row.Box = fmt.Sprintf("%.1f %.1f %.1f %.1f", px[0], px[1], px[2], px[3])
+			rb := refusedBox{px: b, name: row.Class, color: render.RefusedColor}
+			if row.Refused {
+				for _, r := range reasons {
+					rb.name += " " + string(r)
+				}
+				if strings.HasPrefix(where, "line ") {
+					rb.name = "L" + where[len("line "):] + " " + rb.name
+				}
+			} else if ci >= 0 {
+				rb.color = render.ClassColor(ci)
+			}
+			c.box = &rb
+		}
+		out = append(out, c)
+	}
+	switch v.m.Source.Kind {
+	case capture.Kind:
+		if rec.LabelPath == "" || v.data == nil {
+			return nil
+		}
+		data, err := readSmall(v.data, rec.LabelPath, maxLabelBytes)
+		if err != nil {
+			return nil
+		}
+		for i, b := range capture.LabelBoxes(data, v.m.Source.LabelKeys, w, h) {
+			var reasons []validate.Reason
+			if b.Reason != "" {
+				reasons = []validate.Reason{b.Reason}
+			}
+			add(fmt.Sprintf("box %d", i+1), b.Class, b.Written, reasons, "")
+		}
+	case coco.Kind:
+		ds := v.labelSource()
+		if ds == nil {
+			return nil
+		}
+		for i, b := range ds.coco[int32(seq)] {
+			var px *[4]float64
+			if b.HasBox {
+				px = &b.Corners
+			}
+			add(fmt.Sprintf("annotation %d", i+1), b.Class, px, b.Reasons, "")
+		}
+	case yolo.Kind:
+		ds := v.labelSource()
+		if ds == nil || rec.LabelPath == "" || v.data == nil {
+			return nil
+		}
+		data, err := readSmall(v.data, rec.LabelPath, maxLabelBytes)
+		if err != nil {
+			return nil
+		}
+		for _, l := range ds.src.(*yolo.Source).LabelLines(data, w, h) {
+			var px *[4]float64
+			if l.HasBox {
+				px = &[4]float64{l.Norm[0] * float64(w), l.Norm[1] * float64(h), l.Norm[2] * float64(w), l.Norm[3] * float64(h)}
+			}
+			note := ""
+			if l.Duplicate {
+				note = "a duplicate of an earlier line, dropped"
+			}
+			class := sources.ClassKey{ID: l.Class, HasID: true}
+			if !l.HasBox {
+				class = sources.ClassKey{Name: "?"}
+			}
+			add(fmt.Sprintf("line %d", l.Line), class, px, l.Reasons, note)
+			out[len(out)-1].row.Where += ": " + truncate(l.Text, 80)
+		}
+	}
+	return out
+}
+
+// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func finite(v []float64) bool {

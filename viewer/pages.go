@@ -334,9 +334,14 @@ func (v *Viewer) tileOf(ix *sampleIndex, seq int) (tile, error) {
 	} else {
 		// Its picture's size depends on where the label's boxes are: the
 		// page does not know it.
-		t.HasImage = v.hasSourceImage(rec.ImagePath) && !slices.ContainsFunc(rec.Reasons, func(r string) bool {
+		t.HasImage = !slices.ContainsFunc(rec.Reasons, func(r string) bool {
 			return validate.Reason(r).Class() == validate.ClassMissing || r == string(validate.ReasonDecodeError) || r == string(validate.ReasonPathEscape)
 		})
+		if episodeKinds[v.m.Source.Kind] {
+			t.HasImage = t.HasImage && v.hasEpisodeFrame(seq)
+		} else {
+			t.HasImage = t.HasImage && v.hasSourceImage(rec.ImagePath)
+		}
 		var words []string
 		for _, r := range rec.Reasons {
 			words = append(words, describeReason(r))

@@ -71,9 +71,14 @@ func (v *Viewer) render(name, title string, l links, static bool, body any) ([]b
 //
 // The samples.jsonl index the grid needs (about 1.5 s for 100,000 samples
 // on one core) starts building in the background here, so it is ready by
-// the time someone leaves the overview.
+// the time someone leaves the overview; then, for COCO, YOLO and episode
+// sources, the pass that opens the source again for rejected samples'
+// labels and frames (source.go).
 func (v *Viewer) Handler() http.Handler {
-	go v.sampleIndex()
+	go func() {
+		v.sampleIndex()
+		v.labelSource()
+	}()
 	mux := http.NewServeMux()
 	l := serverLinks{}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
