@@ -207,15 +207,21 @@ type labelRow struct {
 const maxLabelBytes = 4 << 20
 
 // refusedBoxes are the boxes the label of a rejected sample wrote, checked
-// as the build checked them against a w x h image (labelRows).
+// as the build checked them against a w x h image (labelRows): the used
+// ones first, so that a refused box drawn over a used one (the same box
+// listed twice, once with a bad class) stays visible.
 func (v *Viewer) refusedBoxes(seq int, rec *records.SampleLine, w, h int) []refusedBox {
-	var out []refusedBox
+	var used, refused []refusedBox
 	for _, r := range v.labelRows(seq, rec, w, h) {
-		if r.box != nil {
-			out = append(out, *r.box)
+		switch {
+		case r.box == nil:
+		case r.row.Refused:
+			refused = append(refused, *r.box)
+		default:
+			used = append(used, *r.box)
 		}
 	}
-	return out
+	return append(used, refused...)
 }
 
 // checkedLabel is one entry of a rejected sample's label: its row on the
