@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -350,4 +351,36 @@ func countClassAndStatus(grid string) int {
 		n += strings.Count(grid[i:i+j], "<option value=")
 	}
 	return n
+}
+
+// The source settings rebuilt from a version's recipe are the settings the
+// build's config gave, for every kind whose rejected samples the viewer
+// asks its source about.
+func TestViewerRecipeSettings(t *testing.T) {
+	for _, demo := range []string{"coco", "yolo", "kdb", "wshard", "roverd"} {
+		t.Run(demo, func(t *testing.T) {
+			dir := buildConfig(t, demo)
+			m, err := warehouse.ReadManifest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := recipeSettings(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(filepath.Join("../configs", demo+".jsonc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := cfg.Source.Settings
+			if demo == "coco" {
+				// buildConfig made the annotations path absolute.
+				abs, _ := filepath.Abs("../testdata/coco/annotations/instances_demo.json")
+				reflect.ValueOf(want).Elem().FieldByName("Annotations").SetString(abs)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("from the recipe %+v, the config %+v", got, want)
+			}
+		})
+	}
 }
