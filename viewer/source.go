@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -120,6 +121,27 @@ func recipeSettings(m *warehouse.Manifest) (sources.Settings, error) {
 	return s, nil
 }
 
+// configPath resolves a path of the build's config other than the root
+// (COCO's annotations file) as the recipe records it: an absolute one as it
+// is; a relative one was relative to the config file, like the dataset
+// root as the manifest spells it (written), which the viewer found at
+// actual: the path from one to the other is the same. "" when that cannot
+// be worked out (a source then fails to open).
+func configPath(written, actual, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	w := filepath.FromSlash(written)
+	if filepath.IsAbs(w) || actual == "" {
+		return ""
+	}
+	rel, err := filepath.Rel(filepath.Clean(w), filepath.Clean(filepath.FromSlash(p)))
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(actual, rel)
+}
+
 // labelSource runs the background pass once and returns what it found;
 // nil when the kind needs none or the source could not be opened.
 func (v *Viewer) labelSource() *datasetSource {
@@ -149,7 +171,8 @@ func (v *Viewer) openLabelSource() (*datasetSource, error) {
 	}
 	// The build reported what is wrong with the dataset: opening it again
 	// says nothing new.
-	src, err := settings.Open(v.sourceRoot, func(p string) string { return p }, slog.New(slog.DiscardHandler))
+	resolve := func(p string) string { return configPath(v.m.DatasetRoot, v.sourceRoot, p) }
+	src, err := settings.Open(v.sourceRoot, resolve, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}

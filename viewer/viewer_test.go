@@ -384,3 +384,22 @@ func TestViewerRecipeSettings(t *testing.T) {
 		})
 	}
 }
+
+// A relative path of the config (COCO's annotations) is found from the
+// dataset root the viewer uses, as the config had it beside its root.
+func TestViewerConfigPath(t *testing.T) {
+	for _, tt := range []struct{ written, actual, p, want string }{
+		{"/data/coco/images", "/data/coco/images", "/data/coco/ann.json", "/data/coco/ann.json"},
+		{"../testdata/coco/images", "/w/testdata/coco/images", "../testdata/coco/annotations/i.json", "/w/testdata/coco/annotations/i.json"},
+		{"images", "/srv/coco/images", "annotations/i.json", "/srv/coco/annotations/i.json"},
+		{"./images/", "/srv/coco/images", "i.json", "/srv/coco/i.json"},
+		{"images", "/srv/coco/images", "../../../i.json", "/i.json"},
+		{"/abs/images", "/moved/images", "ann.json", ""}, // relative to what: unknown
+		{"../images", "/srv/images", "../../x/ann.json", "/x/ann.json"},
+		{"../images", "/srv/images", "ann.json", ""}, // beside a config in /srv/<unknown>
+	} {
+		if got := configPath(tt.written, tt.actual, tt.p); got != tt.want {
+			t.Errorf("configPath(%q, %q, %q) = %q, want %q", tt.written, tt.actual, tt.p, got, tt.want)
+		}
+	}
+}
