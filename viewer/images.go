@@ -27,6 +27,9 @@ import (
 // ThumbSize bounds a tile's picture, in pixels on each side.
 const ThumbSize = 192
 
+// FullSize bounds a rejected sample's picture on its page.
+const FullSize = 1024
+
 // maxSourcePixels bounds a source image the viewer decodes (checked from
 // its header before decoding): a rejected sample may be rejected for its
 // size, and the viewer must not be the thing that runs out of memory.
@@ -62,7 +65,7 @@ func (v *Viewer) thumbSize() (int, int) {
 // samplePNG renders sample seq as PNG bytes: a kept sample from its shard
 // tensor at the target size (full) or thumbnail size, with its boxes; a
 // rejected one from its source image when it can be decoded, scaled to fit
-// the thumbnail or, full, 1024 pixels.
+// the thumbnail or, full, FullSize pixels.
 func (v *Viewer) samplePNG(seq int, full bool) ([]byte, error) {
 	ix, err := v.sampleIndex()
 	if err != nil {
@@ -89,7 +92,7 @@ func (v *Viewer) samplePNG(seq int, full bool) ([]byte, error) {
 		}
 		limit := ThumbSize
 		if full {
-			limit = 1024
+			limit = FullSize
 		}
 		if img, err = v.sourceImage(ix, seq, rec, limit); err != nil {
 			return nil, err
@@ -124,16 +127,7 @@ func (v *Viewer) sourceImage(ix *sampleIndex, seq int, rec *records.SampleLine, 
 	}
 	w, h := src.Bounds().Dx(), src.Bounds().Dy()
 	boxes := v.refusedBoxes(seq, rec, w, h)
-	// The canvas holds the image and every box, up to half the image
-	// size around it: a box out of bounds is drawn where the label put it.
-	x0, y0, x1, y1 := 0.0, 0.0, float64(w), float64(h)
-	for _, b := range boxes {
-		x0, y0 = math.Min(x0, b.px[0]), math.Min(y0, b.px[1])
-		x1, y1 = math.Max(x1, b.px[2]), math.Max(y1, b.px[3])
-	}
-	x0, y0 = math.Max(x0, -float64(w)/2), math.Max(y0, -float64(h)/2)
-	x1, y1 = math.Min(x1, 1.5*float64(w)), math.Min(y1, 1.5*float64(h))
-	cw, ch := int(math.Ceil(x1-x0)), int(math.Ceil(y1-y0))
+	x0, y0, cw, ch := labelCanvas(boxes, w, h)
 	tw, th := render.Fit(cw, ch, limit)
 	sx, sy := float64(tw)/float64(cw), float64(th)/float64(ch)
 	canvas := image.NewRGBA(image.Rect(0, 0, tw, th))
@@ -152,6 +146,37 @@ func (v *Viewer) sourceImage(ix *sampleIndex, seq int, rec *records.SampleLine, 
 	}
 	render.Draw(canvas, drawn)
 	return canvas, nil
+}
+
+// labelCanvas is the canvas of a rejected sample's picture, in source
+// pixels: its top-left corner (x0, y0) and size. It holds the w x h image
+// and every box, up to half the image size around it: a box out of bounds
+// is drawn where the label put it.
+func labelCanvas(boxes []refusedBox, w, h int) (x0, y0 float64, cw, ch int) {
+	x1, y1 := float64(w), float64(h)
+	for _, b := range boxes {
+		x0, y0 = math.Min(x0, b.px[0]), math.Min(y0, b.px[1])
+		x1, y1 = math.Max(x1, b.px[2]), math.Max(y1, b.px[3])
+	}
+	x0, y0 = math.Max(x0, -float64(w)/2), math.Max(y0, -float64(h)/2)
+	x1, y1 = math.Min(x1, 1.5*float64(w)), math.Min(y1, 1.5*float64(h))
+	return x0, y0, int(math.Ceil(x1 - x0)), int(math.Ceil(y1 - y0))
+}
+
+// rejectedSize is the size a rejected sample's picture is shown at: its
+// canvas (labelCanvas, from the label and the source size samples.jsonl
+// records) fitted to limit, a small one enlarged by a whole factor towards
+// enlarge (the browser scales it, pixelated). 0, 0 when the source size is
+// unknown.
+func (v *Viewer) rejectedSize(seq int, rec *records.SampleLine, limit, enlarge int) (int, int) {
+	w, h := int(rec.Width), int(rec.Height)
+	if w <= 0 || h <= 0 {
+		return 0, 0
+	}
+	_, _, cw, ch := labelCanvas(v.refusedBoxes(seq, rec, w, h), w, h)
+	tw, th := render.Fit(cw, ch, limit)
+	k := max(1, enlarge/max(tw, th))
+	return k * tw, k * th
 }
 
 // decodeSource decodes an image file under the dataset root, its size

@@ -364,8 +364,6 @@ func (v *Viewer) tileOf(ix *sampleIndex, seq int) (tile, error) {
 		t.Width, t.Height = v.thumbSize()
 		t.Caption = fmt.Sprintf("kept, sample %d, %d boxes", rec.Index, rec.BoxCount)
 	} else {
-		// Its picture's size depends on where the label's boxes are: the
-		// page does not know it.
 		t.HasImage = !slices.ContainsFunc(rec.Reasons, func(r string) bool {
 			return validate.Reason(r).Class() == validate.ClassMissing || r == string(validate.ReasonDecodeError) || r == string(validate.ReasonPathEscape)
 		})
@@ -373,6 +371,9 @@ func (v *Viewer) tileOf(ix *sampleIndex, seq int) (tile, error) {
 			t.HasImage = t.HasImage && v.hasEpisodeFrame(seq)
 		} else {
 			t.HasImage = t.HasImage && v.hasSourceImage(rec.ImagePath)
+		}
+		if t.HasImage {
+			t.Width, t.Height = v.rejectedSize(seq, rec, ThumbSize, ThumbSize)
 		}
 		var words []string
 		for _, r := range rec.Reasons {

@@ -120,8 +120,12 @@ func (v *Viewer) sampleBody(seq int) (*samplePage, error) {
 		}
 	}
 	if !rec.Kept {
-		for _, c := range v.labelRows(seq, rec, int(rec.Width), int(rec.Height)) {
+		w, h := int(rec.Width), int(rec.Height)
+		for _, c := range v.labelRows(seq, rec, w, h) {
 			p.Label = append(p.Label, c.row)
+		}
+		if p.HasImage {
+			p.Width, p.Height = v.rejectedSize(seq, rec, FullSize, 384)
 		}
 	}
 	run := ix.bySource[int32(rec.SourceIndex)]

@@ -313,7 +313,7 @@ func TestServeRefusedYOLOLines(t *testing.T) {
 		t.Fatal("no rejected sample with a box out of bounds to look at in the browser")
 	}
 	// In the browser: the grid of bbox_out_of_bounds shows that sample
-	// first; its thumbnail is the picture at most 192 pixels wide.
+	// first; its thumbnail is the picture fitted to 192 pixels.
 	chromium(t)
 	shot := screenshot(t, base+"/samples?reason=bbox_out_of_bounds&status=rejected", 1300, 700)
 	corners := frameCorners(shot)
@@ -326,9 +326,16 @@ func TestServeRefusedYOLOLines(t *testing.T) {
 	if tw != full.Rect.Dx() || th != full.Rect.Dy() {
 		t.Skipf("sample %d's picture is scaled in its thumbnail: the screenshot check needs one that is not", shotSeq)
 	}
+	// A picture smaller than the thumbnail is enlarged by a whole factor
+	// k: each of its pixels is read back from the centre of its square.
 	o := corners[0].Add(image.Pt(2, 2))
+	k := max(1, 192/max(tw, th))
 	tile := image.NewRGBA(image.Rect(0, 0, tw, th))
-	draw.Draw(tile, tile.Rect, shot, o, draw.Src)
+	for y := range th {
+		for x := range tw {
+			tile.SetRGBA(x, y, shot.RGBAAt(o.X+k*x+k/2, o.Y+k*y+k/2))
+		}
+	}
 	x0, y0 := labelCanvas(shotBoxes, shotW, shotH)
 	n := 0
 	for _, b := range shotRefused {
@@ -451,7 +458,7 @@ func TestServeRejectedEpisodeFrames(t *testing.T) {
 				}
 			}
 			// In the browser: the first rejected tile with a picture
-			// shows the frame (the demos' frames fit a thumbnail unscaled).
+			// shows the frame (the demos' frames fit a thumbnail).
 			first := int64(-1)
 			for _, seq := range tileSeqs(grid) {
 				i := strings.Index(grid, fmt.Sprintf(`data-seq="%d">`, seq))
@@ -471,13 +478,17 @@ func TestServeRejectedEpisodeFrames(t *testing.T) {
 				savePNG(t, shot, demo+"-rejected-grid.png")
 				t.Fatal("no picture in the screenshot of the grid")
 			}
+			// A frame smaller than the thumbnail is shown enlarged by a
+			// whole factor k: frame pixel (x, y) is the k x k square at
+			// (k x, k y) of the picture; its centre is checked.
 			o := corners[0].Add(image.Pt(2, 2))
 			fb := frame.Bounds()
+			k := max(1, 192/max(fb.Dx(), fb.Dy()))
 			bad := 0
 			for y := range fb.Dy() {
 				for x := range fb.Dx() {
 					r, g, b, _ := frame.At(fb.Min.X+x, fb.Min.Y+y).RGBA()
-					if !near(shot.RGBAAt(o.X+x, o.Y+y), color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 255}, 3) {
+					if !near(shot.RGBAAt(o.X+k*x+k/2, o.Y+k*y+k/2), color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 255}, 3) {
 						bad++
 					}
 				}
