@@ -200,6 +200,24 @@ func (g *genSource) Entries() []warehouse.SourceEntry {
 	return out
 }
 
+// buildGen builds a version of src (size x size targets, maxBoxes boxes,
+// no thresholds) and returns its directory.
+func buildGen(tb testing.TB, src *genSource, size, maxBoxes int) string {
+	tb.Helper()
+	cfg := config.Defaults()
+	cfg.Source.Root = "gen"
+	cfg.TargetSize = [2]int{size, size}
+	cfg.MaxBoxes = maxBoxes
+	cfg.ShardTargetMB = 4
+	cfg.Thresholds = validate.Thresholds{}
+	cfg.OutputRoot = filepath.Join(tb.TempDir(), "out")
+	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: src, Workers: 2})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res.Dir
+}
+
 func tinyPNG(t testing.TB) []byte {
 	img := image.NewNRGBA(image.Rect(0, 0, 10, 10))
 	for i := range 100 {
@@ -221,23 +239,13 @@ func tinyPNG(t testing.TB) []byte {
 //	go test ./viewer -run '^$' -bench Viewer100k -benchtime 1x
 func BenchmarkViewer100k(b *testing.B) {
 	const n = 100_000
-	cfg := config.Defaults()
-	cfg.Source.Root = "gen"
-	cfg.TargetSize = [2]int{16, 16}
-	cfg.MaxBoxes = 2
-	cfg.ShardTargetMB = 4
-	cfg.Thresholds = validate.Thresholds{}
-	cfg.OutputRoot = filepath.Join(b.TempDir(), "out")
 	t0 := time.Now()
-	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: &genSource{n: n, png: tinyPNG(b)}, Workers: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
+	dir := buildGen(b, &genSource{n: n, png: tinyPNG(b)}, 16, 2)
 	b.Logf("built %d samples in %s", n, time.Since(t0).Round(time.Millisecond))
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		v, err := Open(res.Dir, Options{})
+		v, err := Open(dir, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -281,17 +289,7 @@ func BenchmarkViewer100k(b *testing.B) {
 // run filter lists at most maxRunOptions runs (and the one filtered on).
 func TestViewerOverviewPagesRuns(t *testing.T) {
 	const runs = 10_000
-	cfg := config.Defaults()
-	cfg.Source.Root = "gen"
-	cfg.TargetSize = [2]int{8, 8}
-	cfg.MaxBoxes = 1
-	cfg.Thresholds = validate.Thresholds{}
-	cfg.OutputRoot = filepath.Join(t.TempDir(), "out")
-	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: &genSource{n: runs, perRun: 1, png: tinyPNG(t)}, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := Open(res.Dir, Options{})
+	v, err := Open(buildGen(t, &genSource{n: runs, perRun: 1, png: tinyPNG(t)}, 8, 1), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

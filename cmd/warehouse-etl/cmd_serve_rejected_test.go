@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/config"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
@@ -113,6 +114,20 @@ func checkRefusedBox(t *testing.T, what string, img *image.RGBA, b [4]float64, x
 	return checked
 }
 
+// checkRefusedPicture checks every refused box in the full picture of
+// rejected sample rec, whose label has boxes (refused among them), with
+// checkRefusedBox, and returns how many points it checked.
+func checkRefusedPicture(t *testing.T, base string, rec records.SampleLine, boxes, refused [][4]float64) int {
+	t.Helper()
+	img := fetchPNG(t, fmt.Sprintf("%s/img/full/%d.png", base, rec.Seq))
+	x0, y0 := labelCanvas(boxes, int(rec.Width), int(rec.Height))
+	n := 0
+	for _, b := range refused {
+		n += checkRefusedBox(t, fmt.Sprintf("sample %d (%v)", rec.Seq, rec.Reasons), img, b, x0, y0)
+	}
+	return n
+}
+
 // cocoFile is what the test reads of a COCO instances file.
 type cocoFile struct {
 	Images []struct {
@@ -184,12 +199,7 @@ func TestServeRefusedCOCOBoxes(t *testing.T) {
 			t.Errorf("sample %d (%v): no refused annotation found in the JSON", rec.Seq, rec.Reasons)
 			continue
 		}
-		img := fetchPNG(t, fmt.Sprintf("%s/img/full/%d.png", base, rec.Seq))
-		x0, y0 := labelCanvas(boxes, w, h)
-		n := 0
-		for _, b := range refused {
-			n += checkRefusedBox(t, fmt.Sprintf("sample %d (%v)", rec.Seq, rec.Reasons), img, b, x0, y0)
-		}
+		n := checkRefusedPicture(t, base, rec, boxes, refused)
 		if n > 0 {
 			samples++
 		}
@@ -292,12 +302,7 @@ func TestServeRefusedYOLOLines(t *testing.T) {
 		if len(refused) == 0 {
 			continue
 		}
-		img := fetchPNG(t, fmt.Sprintf("%s/img/full/%d.png", base, rec.Seq))
-		x0, y0 := labelCanvas(boxes, w, h)
-		n := 0
-		for _, b := range refused {
-			n += checkRefusedBox(t, fmt.Sprintf("sample %d (%v)", rec.Seq, rec.Reasons), img, b, x0, y0)
-		}
+		n := checkRefusedPicture(t, base, rec, boxes, refused)
 		if n > 0 {
 			samples++
 			if shotSeq < 0 && slices.Contains(rec.Reasons, string(validate.ReasonBBoxOutOfBounds)) {
