@@ -220,7 +220,9 @@ func (v *Viewer) openLabelSource() (*datasetSource, error) {
 		if seq < 0 || seq >= int64(ix.len()) || ix.source[seq] != smp.SourceIndex {
 			return fmt.Errorf("the scan's sample %d is not line %d of %s: the dataset changed since the build", seq, seq+1, warehouse.SamplesName)
 		}
-		if ix.index[seq] >= 0 || smp.Locator == "" {
+		// A sample without a frame size has no frame to read (a camera
+		// that failed to open: its locator names the camera only).
+		if ix.index[seq] >= 0 || smp.Locator == "" || smp.Width <= 0 || smp.Height <= 0 {
 			return nil
 		}
 		rec, err := ix.record(v.samples, int(seq))
