@@ -35,9 +35,10 @@ import (
 //	wshard, sample that has one (its frame's place in its container);
 //	roverd  ReadImage then reads that frame as the build read kept ones
 //
-// The pass checks that the scan still matches samples.jsonl (each rejected
-// sample's run, frame and image path); if not, the dataset changed since
-// the build and rejected samples are shown without a picture.
+// For episode sources the pass checks that the scan still matches
+// samples.jsonl (each rejected sample's run, frame and image path); if not,
+// the dataset changed since the build and rejected frames are shown without
+// a picture. A COCO image is known by its id (the sample's frame).
 
 // maxLabelBoxes bounds the COCO annotations the viewer keeps for rejected
 // samples; past it, the later rejected samples are shown without boxes.
@@ -48,7 +49,7 @@ var episodeKinds = map[string]bool{"kdb": true, "wshard": true, "roverd": true}
 
 // datasetSource is what the background pass found.
 type datasetSource struct {
-	src      sources.Source            // nil when the source could not be opened
+	src      sources.Source            // yolo and episode kinds: the open source
 	locators map[int32]string          // episode kinds: rejected seq -> locator
 	coco     map[int32][]coco.LabelBox // coco: rejected seq -> its annotations
 }
@@ -208,7 +209,8 @@ func (v *Viewer) openLabelSource() (*datasetSource, error) {
 			}
 			ds.coco[seq] = boxes
 		}
-		// The annotations file is let go: ds.src is not kept.
+		// The parsed annotations file is let go.
+		ds.src = nil
 		return ds, nil
 	case *yolo.Source:
 		keep = true
