@@ -25,6 +25,8 @@ type links interface {
 	Image(seq int, full bool) string
 	Diff() string
 	Static(name string) string
+	// Runs is page `page` of the overview's run table.
+	Runs(page int) string
 }
 
 // serverLinks are the routes of Handler.
@@ -59,6 +61,12 @@ func (serverLinks) Image(seq int, full bool) string {
 		return fmt.Sprintf("/img/full/%d.png", seq)
 	}
 	return fmt.Sprintf("/img/thumb/%d.png", seq)
+}
+func (serverLinks) Runs(page int) string {
+	if page == 0 {
+		return "/"
+	}
+	return fmt.Sprintf("/?runs=%d", page)
 }
 func (serverLinks) Diff() string              { return "/diff" }
 func (serverLinks) Static(name string) string { return "/static/" + name }
@@ -125,18 +133,23 @@ type overview struct {
 	Report                                                      *records.BuildReport
 	Chart                                                       []chartBar
 	ChartHeight                                                 int
-	ChartMore                                                   int
+	RunCount                                                    int // every run of the version
+	RunPage, RunPages                                           int // the page of the run table shown, from 0, and how many
+	FirstRun, LastRun                                           int // the runs shown, from 1
+	PrevRuns, NextRuns                                          string
 	Classes                                                     []warehouse.Class
 	Shards                                                      int
 	Bytes                                                       int64
 	Extras                                                      []warehouse.Extra
 }
 
-// maxChartRuns bounds the bars of the per-run chart (the table lists all).
-const maxChartRuns = 100
+// RunsPerPage is how many runs the overview's chart and run table show at
+// a time: a version of 10,000 runs has 100 pages of them.
+const RunsPerPage = 100
 
-// overviewBody is computed from the manifest and the build report alone.
-func (v *Viewer) overviewBody() *overview {
+// overviewBody is computed from the manifest and the build report alone,
+// with page runPage of the runs (clamped to the last page).
+func (v *Viewer) overviewBody(runPage int, l links) *overview {
 	m := v.m
 	t := m.Transform
 	o := &overview{
@@ -156,7 +169,19 @@ func (v *Viewer) overviewBody() *overview {
 	}
 	o.Recipe = strings.Split(strings.TrimRight(m.VersionRecipe, "\n"), "\n")
 	o.Thresholds = thresholdRows(m.Thresholds, m.Summary.Total)
-	for _, r := range m.Summary.Runs {
+	o.RunCount = len(m.Summary.Runs)
+	o.RunPages = max(1, (o.RunCount+RunsPerPage-1)/RunsPerPage)
+	o.RunPage = min(max(runPage, 0), o.RunPages-1)
+	lo, hi := o.RunPage*RunsPerPage, min(o.RunCount, (o.RunPage+1)*RunsPerPage)
+	o.FirstRun, o.LastRun = lo+1, hi
+	if o.RunPage > 0 {
+		o.PrevRuns = l.Runs(o.RunPage - 1)
+	}
+	if o.RunPage+1 < o.RunPages {
+		o.NextRuns = l.Runs(o.RunPage + 1)
+	}
+	runs := m.Summary.Runs[lo:hi]
+	for _, r := range runs {
 		o.Runs = append(o.Runs, runRow{Index: r.Index, Name: r.Name, Counts: r.Counts})
 	}
 	for code, n := range m.Summary.Total.ByReason {
@@ -182,11 +207,7 @@ func (v *Viewer) overviewBody() *overview {
 		most = max(most, r.Counts.Total)
 	}
 	const barWidth = 600.0
-	for i, r := range m.Summary.Runs {
-		if i == maxChartRuns {
-			o.ChartMore = len(m.Summary.Runs) - maxChartRuns
-			break
-		}
+	for i, r := range runs {
 		c := r.Counts
 		o.Chart = append(o.Chart, chartBar{
 			Name: r.Name, Run: r.Index, Y: i * 18, Kept: c.Kept, Skipped: c.Skipped,
@@ -261,9 +282,13 @@ type grid struct {
 	Page, Pages      int
 	First, Last      int
 	Tiles            []tile
+	MoreRuns         int // runs the run filter does not list
 	PrevURL, NextURL string
 	Heading          string
 }
+
+// maxRunOptions bounds the runs the grid's run filter lists.
+const maxRunOptions = 500
 
 // PageSize is how many tiles a grid page shows.
 const PageSize = 48
@@ -293,9 +318,16 @@ func (v *Viewer) gridBody(f Filter, pageNo int, l links) (*grid, error) {
 		g.Tiles = append(g.Tiles, t)
 	}
 	g.Runs = []option{{"", "any run", f.Run == 0}}
-	for _, r := range v.m.Summary.Runs {
+	for i, r := range v.m.Summary.Runs {
+		// A page of 10,000 options is slow to load and useless to scroll:
+		// past maxRunOptions only the run filtered on is listed (the
+		// overview's run table links to every run's samples).
+		if i >= maxRunOptions && f.Run != r.Index+1 {
+			continue
+		}
 		g.Runs = append(g.Runs, option{strconv.Itoa(r.Index), r.Name, f.Run == r.Index+1})
 	}
+	g.MoreRuns = max(0, len(v.m.Summary.Runs)-maxRunOptions)
 	g.Reasons = []option{{"", "any reason", f.Reason == ""}}
 	for _, code := range sortedReasonCodes(v.m.Summary.Total.ByReason) {
 		g.Reasons = append(g.Reasons, option{code, fmt.Sprintf("%s (%d)", code, v.m.Summary.Total.ByReason[validate.Reason(code)]), f.Reason == code})
@@ -332,11 +364,17 @@ func (v *Viewer) tileOf(ix *sampleIndex, seq int) (tile, error) {
 		t.Width, t.Height = v.thumbSize()
 		t.Caption = fmt.Sprintf("kept, sample %d, %d boxes", rec.Index, rec.BoxCount)
 	} else {
-		// Its picture's size depends on where the label's boxes are: the
-		// page does not know it.
-		t.HasImage = v.hasSourceImage(rec.ImagePath) && !slices.ContainsFunc(rec.Reasons, func(r string) bool {
+		t.HasImage = !slices.ContainsFunc(rec.Reasons, func(r string) bool {
 			return validate.Reason(r).Class() == validate.ClassMissing || r == string(validate.ReasonDecodeError) || r == string(validate.ReasonPathEscape)
 		})
+		if episodeKinds[v.m.Source.Kind] {
+			t.HasImage = t.HasImage && v.hasEpisodeFrame(seq)
+		} else {
+			t.HasImage = t.HasImage && v.hasSourceImage(rec.ImagePath)
+		}
+		if t.HasImage {
+			t.Width, t.Height = v.rejectedSize(seq, rec, ThumbSize, ThumbSize)
+		}
 		var words []string
 		for _, r := range rec.Reasons {
 			words = append(words, describeReason(r))

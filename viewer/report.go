@@ -70,6 +70,12 @@ func (l reportLinks) Image(seq int, full bool) string {
 	}
 	return fmt.Sprintf("img/thumb-%d.png", seq)
 }
+func (reportLinks) Runs(page int) string {
+	if page == 0 {
+		return "index.html"
+	}
+	return fmt.Sprintf("runs-%d.html", page)
+}
 func (reportLinks) Diff() string              { return "diff.html" }
 func (reportLinks) Static(name string) string { return name }
 
@@ -150,8 +156,15 @@ func (v *Viewer) WriteReport(ctx context.Context, dir string, opts ReportOptions
 		}
 		return write(name, b)
 	}
-	if err := page("index.html", "overview", "overview", v.overviewBody()); err != nil {
-		return nil, err
+	// The overview, one file per page of its run table.
+	for n := 0; ; n++ {
+		o := v.overviewBody(n, l)
+		if err := page(l.Runs(n), "overview", "overview", o); err != nil {
+			return nil, err
+		}
+		if o.NextRuns == "" {
+			break
+		}
 	}
 	for _, g := range grids {
 		body := &grid{Heading: g.heading, Matches: len(g.seqs), First: 1, Last: len(g.seqs), Pages: 1}

@@ -51,6 +51,7 @@ type samplePage struct {
 	Boxes         []boxRow
 	Meta          *shard.Meta
 	Extras        []extraRow
+	Label         []labelRow // a rejected sample's label as the build read it
 	Neighbours    []tile
 	Plots         []plot
 	PlotFrames    string
@@ -116,6 +117,15 @@ func (v *Viewer) sampleBody(seq int) (*samplePage, error) {
 				vals[i] = fmt.Sprintf("%.4g", x)
 			}
 			p.Extras = append(p.Extras, extraRow{Name: e.Name, Shape: fmt.Sprint(e.Shape), DType: e.SourceDType, Values: strings.Join(vals, " ")})
+		}
+	}
+	if !rec.Kept {
+		w, h := int(rec.Width), int(rec.Height)
+		for _, c := range v.labelRows(seq, rec, w, h) {
+			p.Label = append(p.Label, c.row)
+		}
+		if p.HasImage {
+			p.Width, p.Height = v.rejectedSize(seq, rec, FullSize, 384)
 		}
 	}
 	run := ix.bySource[int32(rec.SourceIndex)]

@@ -22,11 +22,13 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"pct": func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" },
-	"f3":  func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) },
-	"f4":  func(x float32) string { return strconv.FormatFloat(float64(x), 'f', 4, 64) },
-	"px":  func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
-	"mb":  func(b int64) string { return strconv.FormatFloat(float64(b)/1e6, 'f', 1, 64) + " MB" },
+	"pct":         func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" },
+	"f3":          func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) },
+	"f4":          func(x float32) string { return strconv.FormatFloat(float64(x), 'f', 4, 64) },
+	"px":          func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"inc":         func(n int) int { return n + 1 },
+	"runsPerPage": func() int { return RunsPerPage },
+	"mb":          func(b int64) string { return strconv.FormatFloat(float64(b)/1e6, 'f', 1, 64) + " MB" },
 	"optf": func(v *float64) string {
 		if v == nil {
 			return "-"
@@ -71,16 +73,22 @@ func (v *Viewer) render(name, title string, l links, static bool, body any) ([]b
 //
 // The samples.jsonl index the grid needs (about 1.5 s for 100,000 samples
 // on one core) starts building in the background here, so it is ready by
-// the time someone leaves the overview.
+// the time someone leaves the overview; then, for COCO, YOLO and episode
+// sources, the pass that opens the source again for rejected samples'
+// labels and frames (source.go).
 func (v *Viewer) Handler() http.Handler {
-	go v.sampleIndex()
+	go func() {
+		v.sampleIndex()
+		v.labelSource()
+	}()
 	mux := http.NewServeMux()
 	l := serverLinks{}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		if !noQuery(w, r) {
+		runPage, ok := v.runPageParam(w, r)
+		if !ok {
 			return
 		}
-		v.writePage(w, "overview", "overview", l, v.overviewBody(), nil)
+		v.writePage(w, "overview", "overview", l, v.overviewBody(runPage, l), nil)
 	})
 	mux.HandleFunc("GET /samples", func(w http.ResponseWriter, r *http.Request) {
 		f, pageNo, err := v.parseFilter(r)
@@ -174,6 +182,22 @@ func noQuery(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// runPageParam reads the overview's one parameter, runs: a page of the
+// run table that exists.
+func (v *Viewer) runPageParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+	if r.URL.RawQuery == "" {
+		return 0, true
+	}
+	q := r.URL.Query()
+	raw := q.Get("runs")
+	n, err := strconv.Atoi(raw)
+	if len(q) != 1 || len(q["runs"]) != 1 || !decimal.MatchString(raw) || err != nil || n*RunsPerPage >= max(1, len(v.m.Summary.Runs)) {
+		http.Error(w, "the overview takes one parameter, runs: a page of the run table", http.StatusBadRequest)
+		return 0, false
+	}
+	return n, true
 }
 
 func (v *Viewer) seqParam(w http.ResponseWriter, r *http.Request) (int, bool) {

@@ -19,6 +19,7 @@
 package viewer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,14 @@ type Viewer struct {
 	index     *sampleIndex
 	indexErr  error
 
+	// The dataset's source, opened again for rejected samples' labels and
+	// frames (source.go); srcCtx ends with Close.
+	sourceRoot string // the dataset root as the source opens it (a file for some kinds)
+	srcCtx     context.Context
+	srcCancel  context.CancelFunc
+	srcOnce    sync.Once
+	src        *datasetSource
+
 	diffOnce sync.Once
 	diff     *diffPage
 	diffErr  error
@@ -90,6 +99,7 @@ func Open(path string, opts Options) (*Viewer, error) {
 		return nil, err
 	}
 	v := &Viewer{dir: dir, log: log, limits: analytics.DefaultLimits()}
+	v.srcCtx, v.srcCancel = context.WithCancel(context.Background())
 	if opts.Limits != nil {
 		v.limits = *opts.Limits
 	}
@@ -150,6 +160,7 @@ func (v *Viewer) openDataset(explicit string) error {
 		}
 		p = root
 	}
+	source := p
 	st, err := os.Stat(p)
 	if err == nil && !st.IsDir() {
 		// A COCO or YOLO root may be a file (data.yaml); its directory holds the images.
@@ -163,7 +174,7 @@ func (v *Viewer) openDataset(explicit string) error {
 		v.log.Info("dataset root not readable: rejected samples are shown without their image", "err", err)
 		return nil
 	}
-	v.data, v.dataPath = root, p
+	v.data, v.dataPath, v.sourceRoot = root, p, source
 	return nil
 }
 
@@ -176,6 +187,12 @@ func (v *Viewer) Manifest() *warehouse.Manifest { return v.m }
 // Close releases the reader, the files and the readers lock.
 func (v *Viewer) Close() error {
 	var errs []error
+	// The background pass stops, then its source is closed.
+	v.srcCancel()
+	v.srcOnce.Do(func() {})
+	if v.src != nil && v.src.src != nil {
+		closeSource(v.src.src)
+	}
 	if v.r != nil {
 		errs = append(errs, v.r.Close())
 	}

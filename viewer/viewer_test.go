@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -139,19 +141,28 @@ func TestViewerGridPages(t *testing.T) {
 	}
 }
 
-// genSource is n synthetic samples in runs of 1000, made on the fly: every
-// 10th is empty, every 13th has a box out of bounds (rejected), the others
-// one box of one of 7 classes, all showing one tiny PNG.
+// genSource is n synthetic samples in runs of 1000 (perRun when set), made
+// on the fly: every 10th is empty, every 13th has a box out of bounds
+// (rejected), the others one box of one of 7 classes, all showing one tiny
+// PNG.
 type genSource struct {
-	n   int
-	png []byte
+	n      int
+	perRun int
+	png    []byte
+}
+
+func (g *genSource) runLen() int {
+	if g.perRun > 0 {
+		return g.perRun
+	}
+	return 1000
 }
 
 func (g *genSource) Kind() string { return "gen" }
 func (g *genSource) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
 	for i := range g.n {
 		s := sources.Sample{
-			Seq: int64(i), Source: fmt.Sprintf("run_%03d", i/1000), SourceIndex: int32(i / 1000), Frame: uint64(i % 1000),
+			Seq: int64(i), Source: fmt.Sprintf("run_%03d", i/g.runLen()), SourceIndex: int32(i / g.runLen()), Frame: uint64(i % g.runLen()),
 			ImagePath: fmt.Sprintf("frames/%07d.png", i), LabelPath: fmt.Sprintf("labels/%07d.json", i), Width: 10, Height: 10,
 		}
 		switch {
@@ -183,10 +194,28 @@ func (g *genSource) ReadImage(*sources.Sample) (sources.Image, error) {
 func (g *genSource) Extras() []sources.ExtraSpec { return nil }
 func (g *genSource) Entries() []warehouse.SourceEntry {
 	var out []warehouse.SourceEntry
-	for r := range (g.n + 999) / 1000 {
+	for r := range (g.n + g.runLen() - 1) / g.runLen() {
 		out = append(out, warehouse.SourceEntry{Index: r, Name: fmt.Sprintf("run_%03d", r)})
 	}
 	return out
+}
+
+// buildGen builds a version of src (size x size targets, maxBoxes boxes,
+// no thresholds) and returns its directory.
+func buildGen(tb testing.TB, src *genSource, size, maxBoxes int) string {
+	tb.Helper()
+	cfg := config.Defaults()
+	cfg.Source.Root = "gen"
+	cfg.TargetSize = [2]int{size, size}
+	cfg.MaxBoxes = maxBoxes
+	cfg.ShardTargetMB = 4
+	cfg.Thresholds = validate.Thresholds{}
+	cfg.OutputRoot = filepath.Join(tb.TempDir(), "out")
+	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: src, Workers: 2})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res.Dir
 }
 
 func tinyPNG(t testing.TB) []byte {
@@ -210,23 +239,13 @@ func tinyPNG(t testing.TB) []byte {
 //	go test ./viewer -run '^$' -bench Viewer100k -benchtime 1x
 func BenchmarkViewer100k(b *testing.B) {
 	const n = 100_000
-	cfg := config.Defaults()
-	cfg.Source.Root = "gen"
-	cfg.TargetSize = [2]int{16, 16}
-	cfg.MaxBoxes = 2
-	cfg.ShardTargetMB = 4
-	cfg.Thresholds = validate.Thresholds{}
-	cfg.OutputRoot = filepath.Join(b.TempDir(), "out")
 	t0 := time.Now()
-	res, err := pipeline.Build(context.Background(), pipeline.Options{Config: &cfg, Source: &genSource{n: n, png: tinyPNG(b)}, Workers: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
+	dir := buildGen(b, &genSource{n: n, png: tinyPNG(b)}, 16, 2)
 	b.Logf("built %d samples in %s", n, time.Since(t0).Round(time.Millisecond))
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		v, err := Open(res.Dir, Options{})
+		v, err := Open(dir, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -260,5 +279,125 @@ func BenchmarkViewer100k(b *testing.B) {
 		b.ReportMetric(classGrid.Seconds()*1e3, "ms-class-grid")
 		b.ReportMetric(sample.Seconds()*1e3, "ms-sample")
 		b.ReportMetric(thumb.Seconds()*1e3, "ms-thumb")
+	}
+}
+
+// A version of 10,000 runs opens its overview fast: the chart and the run
+// table show RunsPerPage runs a page, each page says which runs it shows
+// and links to its neighbours, the last page ends with the last run, a page
+// that does not exist or any other parameter is refused, and the grid's
+// run filter lists at most maxRunOptions runs (and the one filtered on).
+func TestViewerOverviewPagesRuns(t *testing.T) {
+	const runs = 10_000
+	v, err := Open(buildGen(t, &genSource{n: runs, perRun: 1, png: tinyPNG(t)}, 8, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	h := v.Handler()
+	get := func(url string, code int) (string, time.Duration) {
+		t.Helper()
+		t0 := time.Now()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+		if rec.Code != code {
+			t.Fatalf("GET %s: %d, want %d: %s", url, rec.Code, code, rec.Body.String())
+		}
+		return rec.Body.String(), time.Since(t0)
+	}
+	rows := regexp.MustCompile(`<tr data-run="(run_\d+)">`)
+	bars := regexp.MustCompile(`<g transform="translate\(0,\d+\)"><title>`)
+	page, took := get("/", http.StatusOK)
+	if took > time.Second {
+		t.Errorf("the overview of %d runs took %s", runs, took)
+	}
+	first := rows.FindAllStringSubmatch(page, -1)
+	if len(first) != RunsPerPage || first[0][1] != "run_000" || first[RunsPerPage-1][1] != "run_099" || len(bars.FindAllString(page, -1)) != RunsPerPage {
+		t.Errorf("page 1: %d rows (%v ... ), %d bars; want runs 0..99", len(first), first[:min(1, len(first))], len(bars.FindAllString(page, -1)))
+	}
+	if !strings.Contains(page, "runs 1–100 of 10000") || !strings.Contains(page, `href="/?runs=1" rel="next"`) || strings.Contains(page, `rel="prev"`) {
+		t.Errorf("page 1 does not say which runs it shows or does not link to the next page")
+	}
+	last, _ := get("/?runs=99", http.StatusOK)
+	got := rows.FindAllStringSubmatch(last, -1)
+	if len(got) != RunsPerPage || got[0][1] != "run_9900" || got[len(got)-1][1] != "run_9999" {
+		t.Errorf("page 100: %d rows, want runs 9900..9999", len(got))
+	}
+	if !strings.Contains(last, `href="/?runs=98" rel="prev"`) || strings.Contains(last, `rel="next"`) {
+		t.Errorf("page 100 does not link back, or links past the end")
+	}
+	for _, q := range []string{"/?runs=100", "/?runs=-1", "/?runs=1&runs=2", "/?runs=01x", "/?page=1", "/?runs=1&x=2"} {
+		get(q, http.StatusBadRequest)
+	}
+	grid, _ := get("/samples?run=9999", http.StatusOK)
+	opts := strings.Count(grid, "<option value=")
+	if opts != 1+maxRunOptions+1+countClassAndStatus(grid) || !strings.Contains(grid, `<option value="9999" selected>run_9999</option>`) {
+		t.Errorf("the grid lists %d options; want %d runs, the selected one and the other filters'", opts, maxRunOptions)
+	}
+}
+
+// countClassAndStatus counts the options of the grid's filters other than
+// the run filter.
+func countClassAndStatus(grid string) int {
+	n := 0
+	for _, name := range []string{"reason", "class", "status"} {
+		i := strings.Index(grid, `<select name="`+name+`">`)
+		if i < 0 {
+			continue
+		}
+		j := strings.Index(grid[i:], "</select>")
+		n += strings.Count(grid[i:i+j], "<option value=")
+	}
+	return n
+}
+
+// The source settings rebuilt from a version's recipe are the settings the
+// build's config gave, for every kind whose rejected samples the viewer
+// asks its source about.
+func TestViewerRecipeSettings(t *testing.T) {
+	for _, demo := range []string{"coco", "yolo", "kdb", "wshard", "roverd"} {
+		t.Run(demo, func(t *testing.T) {
+			dir := buildConfig(t, demo)
+			m, err := warehouse.ReadManifest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := recipeSettings(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(filepath.Join("../configs", demo+".jsonc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := cfg.Source.Settings
+			if demo == "coco" {
+				// buildConfig made the annotations path absolute.
+				abs, _ := filepath.Abs("../testdata/coco/annotations/instances_demo.json")
+				reflect.ValueOf(want).Elem().FieldByName("Annotations").SetString(abs)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("from the recipe %+v, the config %+v", got, want)
+			}
+		})
+	}
+}
+
+// A relative path of the config (COCO's annotations) is found from the
+// dataset root the viewer uses, as the config had it beside its root.
+func TestViewerConfigPath(t *testing.T) {
+	for _, tt := range []struct{ written, actual, p, want string }{
+		{"/data/coco/images", "/data/coco/images", "/data/coco/ann.json", "/data/coco/ann.json"},
+		{"../testdata/coco/images", "/w/testdata/coco/images", "../testdata/coco/annotations/i.json", "/w/testdata/coco/annotations/i.json"},
+		{"images", "/srv/coco/images", "annotations/i.json", "/srv/coco/annotations/i.json"},
+		{"./images/", "/srv/coco/images", "i.json", "/srv/coco/i.json"},
+		{"images", "/srv/coco/images", "../../../i.json", "/i.json"},
+		{"/abs/images", "/moved/images", "ann.json", ""}, // relative to what: unknown
+		{"../images", "/srv/images", "../../x/ann.json", "/x/ann.json"},
+		{"../images", "/srv/images", "ann.json", ""}, // beside a config in /srv/<unknown>
+	} {
+		if got := configPath(tt.written, tt.actual, tt.p); got != tt.want {
+			t.Errorf("configPath(%q, %q, %q) = %q, want %q", tt.written, tt.actual, tt.p, got, tt.want)
+		}
 	}
 }

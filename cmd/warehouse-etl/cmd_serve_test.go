@@ -35,13 +35,22 @@ import (
 // (.ci/run installs the chromium package), where that fails.
 
 // viewerDemos are the demo configs the viewer is checked on: capture,
-// COCO, YOLO and an episode source.
-var viewerDemos = []string{"demo", "coco", "yolo", "kdb"}
+// COCO, YOLO and the three episode sources.
+var viewerDemos = []string{"demo", "coco", "yolo", "kdb", "wshard", "roverd"}
 
 // buildDemo builds configs/<name>.jsonc with its paths made absolute and its
 // output root under outRoot, through the CLI, and returns the version
 // directory.
 func buildDemo(t *testing.T, name, outRoot string, replace ...string) string {
+	t.Helper()
+	dir, _ := mustBuild(t, demoConfig(t, name, outRoot, replace...), nil)
+	return dir
+}
+
+// demoConfig writes configs/<name>.jsonc with its paths made absolute and
+// its output root under outRoot (and each replace pair applied) to a temp
+// dir and returns its path.
+func demoConfig(t *testing.T, name, outRoot string, replace ...string) string {
 	t.Helper()
 	raw, err := os.ReadFile("../../configs/" + name + ".jsonc")
 	if err != nil {
@@ -63,8 +72,7 @@ func buildDemo(t *testing.T, name, outRoot string, replace ...string) string {
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, _ := mustBuild(t, cfg, nil)
-	return dir
+	return cfg
 }
 
 // startServe runs serve in-process on a free loopback port until the test

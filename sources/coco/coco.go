@@ -394,21 +394,15 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 			continue
 		}
 		boxes++
-		ok := true
-		ci, known := 0, false
-		if a.flags&annCat == 0 {
-			reasons = append(reasons, validate.ReasonBadSchema)
-			ok = false
-		} else if ci, known = s.doc.catIndex[a.cat]; !known {
-			reasons = append(reasons, validate.ReasonUnknownClass)
-			ok = false
-		}
 		var px [4]float64
-		if r := boxReason(a, sized, smp.Width, smp.Height, &px); r != "" {
-			reasons = append(reasons, r)
-			ok = false
+		ci, classR, boxR := s.checkBox(a, sized, smp.Width, smp.Height, &px)
+		if classR != "" {
+			reasons = append(reasons, classR)
 		}
-		if !ok {
+		if boxR != "" {
+			reasons = append(reasons, boxR)
+		}
+		if classR != "" || boxR != "" {
 			continue
 		}
 		smp.ValidBoxes++
@@ -423,6 +417,70 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		reasons = append(reasons, validate.ReasonCrowdSkipped)
 	}
 	return reasons
+}
+
+// checkBox checks a non-crowd annotation of the right types: its class
+// (classR: bad_schema without category_id, unknown_class outside the
+// categories; ci is its index in the class table otherwise) and its box
+// (boxR, px as boxReason).
+func (s *Source) checkBox(a *annotation, sized bool, w, h int, px *[4]float64) (ci int, classR, boxR validate.Reason) {
+	if a.flags&annCat == 0 {
+		classR = validate.ReasonBadSchema
+	} else if i, known := s.doc.catIndex[a.cat]; !known {
+		classR = validate.ReasonUnknownClass
+	} else {
+		ci = i
+	}
+	return ci, classR, boxReason(a, sized, w, h, px)
+}
+
+// LabelBox is one annotation of an image as Scan judged it, for a viewer
+// that draws a rejected sample's label: the box as listed (corners
+// x, y, x+w, y+h; HasBox false without a usable bbox), its class and what
+// was wrong with it (none for a box Scan used). Crowd annotations are not
+// boxes and are not listed.
+type LabelBox struct {
+	Corners [4]float64
+	HasBox  bool
+	Class   sources.ClassKey // the category; only ID for an unknown one
+	Reasons []validate.Reason
+}
+
+// ImageLabel lists the annotations of image id, in file order, checked as
+// Scan checks them against a w x h image (w or h 0: the image size is
+// unknown and only the values are checked). It reads nothing: New has
+// the annotations.
+func (s *Source) ImageLabel(id uint64, w, h int) []LabelBox {
+	sized := w > 0 && h > 0
+	var out []LabelBox
+	for _, ref := range s.doc.group(id) {
+		a := s.doc.anns.at(ref.idx)
+		if a.flags&annCrowd != 0 {
+			continue
+		}
+		lb := LabelBox{HasBox: a.flags&annBBox != 0, Class: sources.ClassKey{ID: a.cat, HasID: a.flags&annCat != 0}}
+		if lb.HasBox {
+			b := a.bbox
+			lb.Corners = [4]float64{b[0], b[1], b[0] + b[2], b[1] + b[3]}
+		}
+		if a.flags&annBadSchema != 0 {
+			lb.Reasons = []validate.Reason{validate.ReasonBadSchema}
+			out = append(out, lb)
+			continue
+		}
+		var px [4]float64
+		ci, classR, boxR := s.checkBox(a, sized, w, h, &px)
+		if classR == "" {
+			lb.Class = s.doc.cats[ci]
+		}
+		for _, r := range []validate.Reason{classR, boxR} {
+			if r != "" {
+				lb.Reasons = append(lb.Reasons, r)
+			}
+		}
+		out = append(out, lb)
+	}
+	return out
 }
 
 // boxReason checks an annotation's bbox [x, y, w, h]: as corners

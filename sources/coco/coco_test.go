@@ -552,3 +552,39 @@ func TestScanStops(t *testing.T) {
 		t.Errorf("Scan with a cancelled context: %v", err)
 	}
 }
+
+// ImageLabel lists an image's annotations in file order, crowd ones left
+// out, each with the reasons Scan has for it; together they are the
+// sample's (but empty, which belongs to the image).
+func TestImageLabel(t *testing.T) {
+	annotations := `[{"image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]},
+		{"image_id": 1, "category_id": 9, "bbox": [0, 0, 5, 5]},
+		{"image_id": 1, "category_id": 3, "bbox": [90, 10, 20, 20]},
+		{"image_id": 1, "category_id": "x", "bbox": [1, 1, 2, 2]},
+		{"image_id": 1, "category_id": 1, "bbox": [1, 1, 0, 2]},
+		{"image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2], "iscrowd": 1},
+		{"image_id": 2, "category_id": 1, "bbox": [1, 1, 2, 2]}]`
+	ann, root := dataset(t, doc(`[{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "a.png"}]`, annotations), map[string][]byte{"a.png": encoded(t, "png", 96, 64)})
+	src := newSourceT(t, ann, root)
+	person, car := sources.ClassKey{ID: 1, HasID: true, Name: "person"}, sources.ClassKey{ID: 3, HasID: true, Name: "car"}
+	want := []LabelBox{
+		{Corners: [4]float64{10, 10, 30, 30}, HasBox: true, Class: person},
+		{Corners: [4]float64{0, 0, 5, 5}, HasBox: true, Class: sources.ClassKey{ID: 9, HasID: true}, Reasons: []validate.Reason{validate.ReasonUnknownClass}},
+		{Corners: [4]float64{90, 10, 110, 30}, HasBox: true, Class: car, Reasons: []validate.Reason{validate.ReasonBBoxOutOfBounds}},
+		{Corners: [4]float64{1, 1, 3, 3}, HasBox: true, Reasons: []validate.Reason{validate.ReasonBadSchema}},
+		{Corners: [4]float64{1, 1, 1, 3}, HasBox: true, Class: person, Reasons: []validate.Reason{validate.ReasonInvalidBBox}},
+	}
+	got := src.ImageLabel(1, 96, 64)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ImageLabel(1):\n got %+v\nwant %+v", got, want)
+	}
+	var all []validate.Reason
+	for _, b := range got {
+		all = append(all, b.Reasons...)
+	}
+	smp := scanAll(t, src)[0]
+	scan := slices.DeleteFunc(slices.Clone(smp.Reasons), func(r validate.Reason) bool { return r == validate.ReasonCrowdSkipped })
+	if want := validate.Normalize(all); !slices.Equal(scan, want) {
+		t.Errorf("Scan says %v, the annotations %v", smp.Reasons, want)
+	}
+}

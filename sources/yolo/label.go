@@ -63,7 +63,10 @@ type parser struct {
 	kptK, kptD int   // kpt_shape, 0 when not a pose dataset
 	fields     []string
 	values     []float64
-	keys       []dedupKey            // the first dedupScan usable lines of the file
+	keys       []dedupKey // the first dedupScan usable lines of the file
+	class      int64      // the last line's class and box (boxOK), when they parsed
+	box        [4]float64
+	boxOK      bool
 	index      map[dedupKey]struct{} // every usable line, once there are dedupScan
 }
 
@@ -123,8 +126,20 @@ func (p *parser) parse(text string) label {
 		// 10 bytes ("0 1 1 1 1\n").
 		l.boxes = make([]labelBox, 0, min(strings.Count(text, "\n")+1, len(text)/10))
 	}
+	p.eachLine(text, func(int, string) {
+		l.lines++
+		p.line(&l)
+	})
+	return l
+}
+
+// eachLine calls fn with every non-blank line of a file, split into
+// p.fields, with its number (from 1, blank lines counted). It starts the
+// file's duplicate check afresh.
+func (p *parser) eachLine(text string, fn func(n int, line string)) {
 	p.keys = p.keys[:0]
 	clear(p.index)
+	n := 0
 	for text != "" {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
@@ -135,10 +150,10 @@ func (p *parser) parse(text string) label {
 		// A lone "\r" ends a line too; "\r\n" leaves an empty one.
 		for {
 			part, rest, cr := strings.Cut(line, "\r")
+			n++
 			p.fields = splitFields(part, p.fields[:0])
 			if len(p.fields) > 0 {
-				l.lines++
-				p.line(&l)
+				fn(n, part)
 			}
 			if !cr {
 				break
@@ -146,11 +161,11 @@ func (p *parser) parse(text string) label {
 			line = rest
 		}
 	}
-	return l
 }
 
 // line reads one non-blank line, split into p.fields, into l.
 func (p *parser) line(l *label) {
+	p.boxOK = false
 	kind := p.kind(len(p.fields))
 	class, classOK := parseClass(p.fields[0])
 	if kind == lineBad || !classOK {
@@ -182,6 +197,7 @@ func (p *parser) line(l *label) {
 		l.add(validate.ReasonInvalidBBox)
 		usable = false
 	}
+	p.class, p.box, p.boxOK = class, norm, ok
 	if !usable {
 		return
 	}
@@ -359,4 +375,46 @@ func splitFields(line string, dst []string) []string {
 		dst = append(dst, line[start:])
 	}
 	return dst
+}
+
+// LabelLine is one non-blank line of a label file as Scan judged it, for a
+// viewer that draws a rejected sample's label.
+type LabelLine struct {
+	Line      int    // its number in the file, from 1
+	Text      string // as written
+	Class     int64  // valid when HasBox
+	HasBox    bool   // the class and box parsed: Norm is x0, y0, x1, y1 as fractions of the image
+	Norm      [4]float64
+	Reasons   []validate.Reason // why Scan did not use it as a box; none for a box it used
+	Duplicate bool              // dropped as a duplicate of an earlier line (not a reason)
+}
+
+// LabelLines reads a label file line by line as Scan does, bounds checked
+// against a w x h image (w or h 0: without the image, as Scan does when
+// the image's size is unknown).
+func (s *Source) LabelLines(data []byte, w, h int) []LabelLine {
+	p := newParser(len(s.classes), s.kptK, s.kptD)
+	var out []LabelLine
+	p.eachLine(string(data), func(n int, text string) {
+		var one label
+		p.line(&one)
+		ll := LabelLine{Line: n, Text: text, Reasons: one.reasons, Duplicate: one.duplicates > 0, HasBox: p.boxOK, Class: p.class, Norm: p.box}
+		if len(one.boxes) == 1 {
+			if _, r := checkBounds(one.boxes[0].norm, w, h); r != "" {
+				ll.Reasons = append(ll.Reasons, r)
+			}
+		}
+		out = append(out, ll)
+	})
+	return out
+}
+
+// checkBounds checks a usable line's box against a w x h image
+// (validate.CheckPx, returning the clamped pixel box) or, with w or h 0,
+// on its own (validate.CheckNorm).
+func checkBounds(norm [4]float64, w, h int) ([4]float64, validate.Reason) {
+	if w <= 0 || h <= 0 {
+		return [4]float64{}, validate.CheckNorm(norm)
+	}
+	return validate.CheckPx(toPx(norm, w, h), w, h)
 }

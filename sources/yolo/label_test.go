@@ -177,3 +177,49 @@ func TestSplitFields(t *testing.T) {
 		}
 	}
 }
+
+// LabelLines gives each non-blank line its number (a lone "\r" ends a line
+// too), its text, its box when it parsed and the reasons Scan would have
+// for it, bounds included; a duplicate is marked, not refused.
+func TestLabelLines(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string][]byte{"data.yaml": []byte("path: .\ntrain: images/train\n" + names3), "images/train/a.png": encoded(t, "png", 64, 32)})
+	src := newSource(t, root, Options{})
+	text := "0 0.5 0.5 0.5 0.5\n\n1 0.5 0.5 0.25\r3 0.5 0.5 0.5 0.5\n0 1.5 0.5 0.25 0.5\n0 0.5 0.5 0.5 0.5\n2 0.5 0.5 0 0.5\n"
+	type want struct {
+		line    int
+		box     bool
+		norm    [4]float64
+		reasons []validate.Reason
+		dup     bool
+	}
+	wants := []want{
+		{1, true, [4]float64{0.25, 0.25, 0.75, 0.75}, nil, false},
+		{3, false, [4]float64{}, []validate.Reason{validate.ReasonBadSchema}, false},
+		{4, true, [4]float64{0.25, 0.25, 0.75, 0.75}, []validate.Reason{validate.ReasonUnknownClass}, false},
+		{5, true, [4]float64{1.375, 0.25, 1.625, 0.75}, []validate.Reason{validate.ReasonBBoxOutOfBounds}, false},
+		{6, true, [4]float64{0.25, 0.25, 0.75, 0.75}, nil, true},
+		{7, false, [4]float64{}, []validate.Reason{validate.ReasonInvalidBBox}, false},
+	}
+	got := src.LabelLines([]byte(text), 64, 32)
+	if len(got) != len(wants) {
+		t.Fatalf("%d lines, want %d: %+v", len(got), len(wants), got)
+	}
+	var all []validate.Reason
+	for i, w := range wants {
+		g := got[i]
+		if g.Line != w.line || g.HasBox != w.box || (w.box && g.Norm != w.norm) || !slices.Equal(g.Reasons, w.reasons) || g.Duplicate != w.dup {
+			t.Errorf("line %d: %+v, want %+v", w.line, g, w)
+		}
+		all = append(all, g.Reasons...)
+	}
+	if got[0].Text != "0 0.5 0.5 0.5 0.5" || got[1].Text != "1 0.5 0.5 0.25" {
+		t.Errorf("texts %q, %q", got[0].Text, got[1].Text)
+	}
+	// The lines' reasons are the sample's, as Scan finds them.
+	writeTree(t, root, map[string][]byte{"labels/train/a.txt": []byte(text)})
+	smp := scanAll(t, newSource(t, root, Options{}))[0]
+	if want := validate.Normalize(all); !slices.Equal(smp.Reasons, want) {
+		t.Errorf("Scan says %v, the lines %v", smp.Reasons, want)
+	}
+}

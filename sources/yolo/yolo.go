@@ -471,13 +471,10 @@ func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entry
 // which parse has checked.
 func resolve(boxes []labelBox, classes []sources.ClassKey, w, h int, sized bool) (px []sources.Box, valid int, reasons []validate.Reason) {
 	for _, b := range boxes {
-		var c [4]float64
-		var r validate.Reason
-		if sized {
-			c, r = validate.CheckPx(toPx(b.norm, w, h), w, h)
-		} else {
-			r = validate.CheckNorm(b.norm)
+		if !sized {
+			w, h = 0, 0
 		}
+		c, r := checkBounds(b.norm, w, h)
 		if r != "" {
 			reasons = append(reasons, r)
 			continue
