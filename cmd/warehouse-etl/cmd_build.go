@@ -266,18 +266,9 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 
 // logProgress logs counters periodically when stderr is not a terminal.
 func logProgress(log *slog.Logger, c *pipeline.Counters, every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
-			}
+	return tick(every, func(last bool) {
+		if !last {
+			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
 		}
-	}()
-	return func() { close(done) }
+	})
 }
