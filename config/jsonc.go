@@ -162,7 +162,7 @@ func syntaxErr(src []byte, dec *json.Decoder, err error) error {
 		for off < int64(len(src)) && strings.IndexByte(" \t\r\n:,", src[off]) >= 0 {
 			off++
 		}
-		return fmt.Errorf("line %d: %v", lineOf(src, off), se)
+		return syntaxAt(src, off, se)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("line %d: unexpected end of file", lineOf(src, int64(len(src))))
@@ -191,9 +191,27 @@ func decodeLoose(src []byte, v any) error {
 	if err := json.Unmarshal(src, v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return fmt.Errorf("line %d: %v", lineOf(src, se.Offset), se)
+			// se.Offset is just past the bad character.
+			return syntaxAt(src, max(se.Offset-1, 0), se)
 		}
 		// Type errors are reported, with the field, by decodeStrict.
 	}
 	return nil
+}
+
+// syntaxAt reports syntax error se at the bad character src[off], with a
+// hint for the mistake JSON with comments invites: a comma before a
+// closing } or ] (JSON allows none), named with the line of the comma.
+func syntaxAt(src []byte, off int64, se *json.SyntaxError) error {
+	if off < int64(len(src)) && (src[off] == '}' || src[off] == ']') {
+		prev := off - 1
+		for prev >= 0 && strings.IndexByte(" \t\r\n", src[prev]) >= 0 {
+			prev--
+		}
+		if prev >= 0 && src[prev] == ',' {
+			return fmt.Errorf("line %d: trailing comma before %c at line %d: JSON allows none, remove it (%v)",
+				lineOf(src, prev), src[off], lineOf(src, off), se)
+		}
+	}
+	return fmt.Errorf("line %d: %v", lineOf(src, off), se)
 }

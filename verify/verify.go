@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
@@ -144,6 +145,11 @@ type Options struct {
 	Workers int
 	// Logger receives one line per shard checked. nil discards.
 	Logger *slog.Logger
+	// Progress receives the bytes Run reads in whole (every file it
+	// hashes; with Full, every shard too): their sum once the manifest is
+	// read, then each file's and shard's bytes as it is checked. nil
+	// reports nothing.
+	Progress progress.Counter
 }
 
 // maxSampleFindings bounds the per-sample findings of one kind reported for
@@ -240,6 +246,19 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 	files := slices.Sorted(maps.Keys(m.Files.Checksums))
 	perFile := make([]*Finding, len(files))
 	perShard := make([][]Finding, len(m.Shards))
+	hashed := func(name string) bool { return opts.Full || !warehouse.IsBulkFile(name) }
+	var total int64
+	for _, name := range files {
+		if hashed(name) {
+			total += m.Files.Checksums[name].Bytes
+		}
+	}
+	if opts.Full {
+		for _, sh := range m.Shards {
+			total += sh.Bytes
+		}
+	}
+	progress.Add(opts.Progress, total, 0)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for k, name := range files {
@@ -247,7 +266,10 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			perFile[k] = verifyFile(gctx, root, dir, name, m.Files.Checksums[name], opts.Full || !warehouse.IsBulkFile(name))
+			perFile[k] = verifyFile(gctx, root, dir, name, m.Files.Checksums[name], hashed(name))
+			if hashed(name) {
+				progress.Add(opts.Progress, 0, m.Files.Checksums[name].Bytes)
+			}
 			return gctx.Err()
 		})
 	}
@@ -258,6 +280,9 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 			}
 			v := shardVerifier{dir: dir, root: root, m: m, entry: &m.Shards[k], layout: layout, full: opts.Full, ctx: gctx}
 			perShard[k] = v.run()
+			if opts.Full {
+				progress.Add(opts.Progress, 0, v.entry.Bytes)
+			}
 			log.Info("shard verified", "shard", v.entry.ID, "findings", len(perShard[k]), "full", opts.Full)
 			return gctx.Err()
 		})

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 	"warehouse-etl/warehouse/warehousetest"
@@ -614,5 +615,43 @@ func TestLegacyWarehouseVerify(t *testing.T) {
 				t.Fatalf("verify --full: %v, findings %v", err, findings)
 			}
 		})
+	}
+}
+
+// Run reports the bytes it reads through Options.Progress: planned up
+// front, done when it returns, and the same number: the files it hashes
+// (quick: the small ones; full: every file and every shard).
+func TestRunReportsProgress(t *testing.T) {
+	fx := warehousetest.Write(t, warehousetest.DefaultSpec())
+	sealFixture(t, fx)
+	m, err := warehouse.ReadManifest(fx.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var small, all int64
+	for name, c := range m.Files.Checksums {
+		all += c.Bytes
+		if !warehouse.IsBulkFile(name) {
+			small += c.Bytes
+		}
+	}
+	for _, sh := range m.Shards {
+		all += sh.Bytes
+	}
+	if small == 0 || small == all {
+		t.Fatalf("fixture: %d small bytes of %d", small, all)
+	}
+	for _, tc := range []struct {
+		full bool
+		want int64
+	}{{false, small}, {true, all}} {
+		var p progress.Bytes
+		r, err := Run(context.Background(), fx.Dir, Options{Full: tc.full, Progress: &p})
+		if err != nil || len(r.Findings) != 0 {
+			t.Fatalf("full=%v: %v %+v", tc.full, err, r)
+		}
+		if total, done := p.Load(); total != tc.want || done != tc.want {
+			t.Errorf("full=%v: progress %d of %d bytes, want %d of %d", tc.full, done, total, tc.want, tc.want)
+		}
 	}
 }

@@ -49,7 +49,7 @@ func Export(ctx context.Context, path, target string, opts ExportOptions) (*Resu
 		return nil, err
 	}
 	defer lock.Release()
-	findings, err := verify.Check(ctx, dir, verify.Options{Full: opts.VerifyFull, Workers: opts.Workers, Logger: log})
+	findings, err := verify.Check(ctx, dir, verify.Options{Full: opts.VerifyFull, Workers: opts.Workers, Logger: log, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/verify"
@@ -399,5 +400,45 @@ func TestWriteCancelled(t *testing.T) {
 	}
 	if entries := listing(t, filepath.Dir(target)); len(entries) != 0 {
 		t.Fatalf("left %v", entries)
+	}
+}
+
+// Export reports through Options.Progress the bytes the verification
+// before it reads and the array bytes it writes: planned and done agree
+// when it returns, and the write part is the store's shard files less
+// their indexes (uncompressed, the chunks hold exactly the array bytes).
+func TestExportReportsProgress(t *testing.T) {
+	fx := writeFixture(t, smallSpec(shard.F16))
+	var verified progress.Bytes
+	if _, err := verify.Run(context.Background(), fx.dir, verify.Options{Full: true, Progress: &verified}); err != nil {
+		t.Fatal(err)
+	}
+	_, verifiedBytes := verified.Load()
+	var p progress.Bytes
+	store := filepath.Join(t.TempDir(), "s.zarr")
+	res, err := Export(context.Background(), fx.root, store, ExportOptions{VerifyFull: true, Options: Options{Progress: &p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written int64 // the shard files' bytes, less their indexes
+	files := 0
+	err = filepath.WalkDir(store, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "zarr.json" {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		written += fi.Size() - int64(IndexSize(res.ShardSamples))
+		files++
+		return nil
+	})
+	if err != nil || files != res.ShardFiles {
+		t.Fatalf("walk: %v; %d shard files, the result says %d", err, files, res.ShardFiles)
+	}
+	total, done := p.Load()
+	if want := verifiedBytes + written; verifiedBytes == 0 || written <= 0 || total != want || done != want {
+		t.Fatalf("progress %d of %d bytes, want %d (verified %d + written %d)", done, total, want, verifiedBytes, written)
 	}
 }

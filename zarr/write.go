@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/warehouse"
 )
 
@@ -48,6 +49,11 @@ type Options struct {
 	Logger *slog.Logger
 	// FS performs every write; nil means OSFS.
 	FS FS
+	// Progress receives the array bytes (uncompressed) the store holds:
+	// their sum when writing starts, then each shard file's as it is
+	// written. Export also passes it to the verification before (the
+	// bytes that reads). nil reports nothing.
+	Progress progress.Counter
 }
 
 // Result describes a written store.
@@ -126,7 +132,7 @@ func Write(ctx context.Context, dir string, m *warehouse.Manifest, target string
 	}()
 
 	w := &storeWriter{
-		fs: fsys, tmp: tmp, m: m, cols: cols, perShard: perShard, zstdLevel: opts.ZstdLevel,
+		fs: fsys, tmp: tmp, m: m, cols: cols, perShard: perShard, zstdLevel: opts.ZstdLevel, progress: opts.Progress,
 		src: newSampleSource(dir, m, layout), dirs: map[string]bool{tmp: true},
 	}
 	defer w.src.closeAll()
@@ -235,6 +241,7 @@ type storeWriter struct {
 	perShard  int
 	zstdLevel int
 	src       *sampleSource
+	progress  progress.Counter
 
 	mu    sync.Mutex
 	dirs  map[string]bool // every directory created so far
@@ -252,6 +259,11 @@ func (w *storeWriter) write(ctx context.Context, workers int, log *slog.Logger) 
 		}
 	}
 	shards := int((n + int64(w.perShard) - 1) / int64(w.perShard))
+	var perSample int64
+	for k := range w.cols {
+		perSample += int64(w.cols[k].chunkBytes())
+	}
+	progress.Add(w.progress, n*perSample, 0)
 	w.src.plan(w.perShard, shards, len(w.cols))
 	encoders := newEncoderPool(w.zstdLevel)
 	g, gctx := errgroup.WithContext(ctx)
@@ -493,6 +505,7 @@ func (w *storeWriter) writeShard(ctx context.Context, c *column, j int, encoders
 		return err
 	}
 	w.bytes.Add(int64(offset) + int64(len(index)))
+	progress.Add(w.progress, 0, (hi-lo)*int64(want))
 	w.mu.Lock()
 	w.files++
 	w.mu.Unlock()

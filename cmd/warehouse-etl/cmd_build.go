@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"warehouse-etl/config"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
 )
 
@@ -122,7 +124,7 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		return err
 	}
 	if bar == nil && !lf.Quiet {
-		stop := logProgress(log, counters, 10*time.Second)
+		stop := logProgress(log, counters, progressEvery)
 		defer stop()
 	}
 	if opts.CPUProfile != "" {
@@ -146,7 +148,7 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 			bar.stop()
 		}
 		if err != nil {
-			return diskFull(err, cfg)
+			return interrupted(ctx, diskFull(err, cfg), cfg)
 		}
 		if pres.UpToDate {
 			fmt.Fprintf(s.stderr, "up to date: partition %s has nothing to do\n", part)
@@ -162,7 +164,7 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		bar.stop()
 	}
 	if err != nil {
-		return diskFull(err, cfg)
+		return interrupted(ctx, diskFull(err, cfg), cfg)
 	}
 	printBuildSummary(s.stderr, res)
 	fmt.Fprintln(s.stdout, res.Dir)
@@ -191,6 +193,23 @@ func diskFull(err error, cfg *config.Config) error {
 		return fmt.Errorf("%w\nthe filesystem of output_root %s is full: nothing was published and the build's temporary directory was removed (complete staged shards are kept for the rerun); free space (warehouse-etl gc) or point output_root elsewhere", err, cfg.Resolve(cfg.OutputRoot))
 	}
 	return err
+}
+
+// interrupted adds to the error of a build stopped by SIGINT/SIGTERM that
+// nothing was published, where the shards it finished are kept and that
+// the same command resumes from them.
+func interrupted(ctx context.Context, err error, cfg *config.Config) error {
+	if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	outRoot := cfg.Resolve(cfg.OutputRoot)
+	dir, verr := pipeline.VersionDir(cfg)
+	if verr != nil {
+		return fmt.Errorf("interrupted (%w): nothing was published; the shards it finished are kept in the version's .v<hex>%s directory under %s, and rerunning the same command resumes from them", err, outputroot.StagingSuffix, outRoot)
+	}
+	staging := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+outputroot.StagingSuffix)
+	receipts, _ := filepath.Glob(filepath.Join(staging, "shards", "shard-*.json"))
+	return fmt.Errorf("interrupted (%w): nothing was published; %d complete shard(s) are kept in %s and rerunning the same command resumes from them (warehouse-etl gc --keep-days D removes them once older than D days)", err, len(receipts), staging)
 }
 
 // startCPUProfile profiles the process into path until the returned stop
@@ -247,18 +266,9 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 
 // logProgress logs counters periodically when stderr is not a terminal.
 func logProgress(log *slog.Logger, c *pipeline.Counters, every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
-			}
+	return tick(every, func(last bool) {
+		if !last {
+			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
 		}
-	}()
-	return func() { close(done) }
+	})
 }

@@ -57,6 +57,7 @@ type diffOptions struct {
 	JSON    bool
 	Parquet string
 	Limits  analytics.Limits
+	Log     logOptions
 }
 
 func (o *diffOptions) addFlags(fs *flag.FlagSet) {
@@ -64,6 +65,7 @@ func (o *diffOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Against, "against", "", "version B, the baseline, same forms")
 	fs.BoolVar(&o.JSON, "json", false, "print the comparison as JSON instead of a table")
 	fs.StringVar(&o.Parquet, "parquet", "", "also write the comparison to this Parquet file (diff.parquet schema)")
+	o.Log.addFlags(fs)
 	o.Limits = analytics.DefaultLimits()
 	fs.Var(limitFlag{&o.Limits.TotalChange}, "max-total-change", "limit on the relative change of input samples")
 	fs.Var(limitFlag{&o.Limits.RatioChange}, "max-ratio-change", "limit on the change of the kept/skipped/empty/invalid/missing and per-reason shares")
@@ -78,6 +80,10 @@ func runDiff(ctx context.Context, opts diffOptions, s streams) error {
 	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}, flagValue{"against", opts.Against}); err != nil {
 		return err
 	}
+	log, err := opts.Log.logger(s.stderr)
+	if err != nil {
+		return err
+	}
 	var dirs [2]string
 	for i, p := range []string{opts.Path, opts.Against} {
 		dir, err := warehouse.ResolveDir(p)
@@ -90,6 +96,7 @@ func runDiff(ctx context.Context, opts diffOptions, s streams) error {
 	if err != nil {
 		return err
 	}
+	log.Info("compared", "a", dirs[0], "b", dirs[1], "metrics", len(d.Metrics), "exceeded", d.Exceeded)
 	if opts.JSON {
 		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")

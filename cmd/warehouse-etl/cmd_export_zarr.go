@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/verify"
 	"warehouse-etl/zarr"
 )
@@ -59,14 +60,18 @@ func runExportZarr(ctx context.Context, opts exportZarrOptions, s streams) error
 	case opts.Workers < 0:
 		return usageError{fmt.Errorf("--workers %d: want >= 0", opts.Workers)}
 	}
-	log, err := opts.Log.logger(s.stderr)
+	// The export reads the whole version twice (the verification, then
+	// the copy): it shows its progress.
+	counter := &progress.Bytes{}
+	log, stop, err := showBytes(s, opts.Log, "export zarr", counter)
 	if err != nil {
 		return err
 	}
 	res, err := zarr.Export(ctx, opts.Path, opts.Out, zarr.ExportOptions{
-		Options:    zarr.Options{ZstdLevel: opts.ZstdLevel, ShardSamples: opts.ShardSamples, Workers: opts.Workers, Logger: log},
+		Options:    zarr.Options{ZstdLevel: opts.ZstdLevel, ShardSamples: opts.ShardSamples, Workers: opts.Workers, Logger: log, Progress: counter},
 		VerifyFull: opts.Verify == "full",
 	})
+	stop()
 	var findings *verify.FindingsError
 	if errors.As(err, &findings) {
 		for _, f := range findings.Findings {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"warehouse-etl/outputroot"
@@ -27,20 +29,43 @@ type gcOptions struct {
 	KeepDays   float64
 	DryRun     bool
 	JSON       bool
+	Log        logOptions
+	// keepGiven is whether --keep was on the command line: without it gc
+	// says that --keep is required rather than that 0 is too few.
+	keepGiven bool
 }
 
 func (o *gcOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OutputRoot, "output-root", "", "the output root whose versions to collect")
-	fs.IntVar(&o.Keep, "keep", 0, "how many of the newest versions to keep (>= 1)")
+	fs.Func("keep", "how many of the newest versions to keep (>= 1; required)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errors.New("not a whole number")
+		}
+		o.Keep, o.keepGiven = n, true
+		return nil
+	})
 	fs.Float64Var(&o.KeepDays, "keep-days", 0, "also keep every version younger than this many days")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object on stdout")
+	o.Log.addFlags(fs)
 }
 
 // runGC collects old versions and stale temporaries under opts.OutputRoot
 // and prints what it removed and kept.
 func runGC(ctx context.Context, opts gcOptions, s streams) error {
+	keep := ""
+	if opts.Keep != 0 || opts.keepGiven {
+		keep = strconv.Itoa(opts.Keep)
+	}
 	if err := requireFlags(flagValue{"output-root", opts.OutputRoot}); err != nil {
+		return err
+	}
+	if err := requireFlags(flagValue{"keep", keep}); err != nil {
+		return err
+	}
+	log, err := opts.Log.logger(s.stderr)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -76,6 +101,9 @@ func runGC(ctx context.Context, opts gcOptions, s streams) error {
 			}
 			fmt.Fprintf(s.stdout, "%s %d directories, %.1f MB\n", verb, len(rep.Removed), float64(freedBytes(rep))/1e6)
 		}
+	}
+	if rep != nil {
+		log.Info("gc done", "root", opts.OutputRoot, "dry_run", opts.DryRun, "removed", len(rep.Removed), "kept", len(rep.Kept), "freed_bytes", freedBytes(rep))
 	}
 	return err
 }

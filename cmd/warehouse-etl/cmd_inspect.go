@@ -37,6 +37,7 @@ type inspectOptions struct {
 	JSON   bool
 	Sample int // -1: none
 	PNG    string
+	Log    logOptions
 }
 
 func (o *inspectOptions) addFlags(fs *flag.FlagSet) {
@@ -44,6 +45,7 @@ func (o *inspectOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout instead of the summary")
 	fs.IntVar(&o.Sample, "sample", -1, "also show this sample (global index)")
 	fs.StringVar(&o.PNG, "png", "", "with --sample: render the sample with its boxes to this PNG file")
+	o.Log.addFlags(fs)
 }
 
 // runInspect prints the summary of the version at opts.Path, and with
@@ -54,6 +56,10 @@ func runInspect(ctx context.Context, opts inspectOptions, s streams) error {
 	}
 	if opts.PNG != "" && opts.Sample < 0 {
 		return usageError{fmt.Errorf("--png needs --sample N")}
+	}
+	log, err := opts.Log.logger(s.stderr)
+	if err != nil {
+		return err
 	}
 	dir, err := warehouse.ResolveDir(opts.Path)
 	if err != nil {
@@ -75,10 +81,13 @@ func runInspect(ctx context.Context, opts inspectOptions, s streams) error {
 	} else {
 		report.SampleChecksums = sampleChecksumsText(checked, len(m.Shards))
 	}
+	if int64(opts.Sample) >= m.Samples {
+		return usageError{fmt.Errorf("--sample %d: %s has %d samples (0 to %d)", opts.Sample, dir, m.Samples, m.Samples-1)}
+	}
 	if opts.Sample >= 0 {
 		// Inspection is not training: a warehouse over its thresholds is
 		// still shown.
-		r, err := warehouse.Open(dir, warehouse.OpenOptions{IgnoreThresholds: true})
+		r, err := warehouse.Open(dir, warehouse.OpenOptions{IgnoreThresholds: true, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -95,6 +104,7 @@ func runInspect(ctx context.Context, opts inspectOptions, s streams) error {
 			report.Sample.PNG = opts.PNG
 		}
 	}
+	log.Info("inspected", "dir", dir, "samples", m.Samples, "shards", len(m.Shards), "sample", opts.Sample)
 	if opts.JSON {
 		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")

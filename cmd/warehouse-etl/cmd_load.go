@@ -70,6 +70,9 @@ type loadReport struct {
 	SamplesVerified int64  `json:"samples_verified"`
 }
 
+// defaultLoadBatch is load's --batch when none is given.
+const defaultLoadBatch = 32
+
 // loadOptions are what load runs with: its flags and its environment.
 type loadOptions struct {
 	Path             string
@@ -102,7 +105,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
 	fs.StringVar(&o.Config, "config", "", "build config: read the version it builds (and the source, with --allow-live)")
 	fs.BoolVar(&o.AllowLive, "allow-live", false, "decode from the config's source when the version was never built (development only)")
-	fs.IntVar(&o.Batch, "batch", 32, "samples per batch")
+	fs.IntVar(&o.Batch, "batch", defaultLoadBatch, "samples per batch")
 	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to read")
 	fs.IntVar(&o.FirstEpoch, "first-epoch", 0, "epoch number of the first epoch (the order depends on it)")
 	fs.IntVar(&o.Rank, "rank", 0, "this process's data-parallel rank")

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 
+	"warehouse-etl/internal/progress"
 	"warehouse-etl/verify"
 	"warehouse-etl/warehouse"
 )
@@ -50,15 +52,33 @@ func runVerify(ctx context.Context, opts verifyOptions, s streams) error {
 	if err := requireFlags(flagValue{"tensor-warehouse", opts.Path}); err != nil {
 		return err
 	}
-	log, err := opts.Log.logger(s.stderr)
-	if err != nil {
-		return err
+	// --full reads every byte of the version: it shows its progress.
+	var counter *progress.Bytes
+	var log *slog.Logger
+	stop := func() {}
+	if opts.Full {
+		counter = &progress.Bytes{}
+		var err error
+		if log, stop, err = showBytes(s, opts.Log, "verify --full", counter); err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		var err error
+		if log, err = opts.Log.logger(s.stderr); err != nil {
+			return err
+		}
 	}
 	dir, err := warehouse.ResolveDir(opts.Path)
 	if err != nil {
 		return err
 	}
-	res, err := verify.Run(ctx, dir, verify.Options{Full: opts.Full, Workers: opts.Workers, Logger: log})
+	vopts := verify.Options{Full: opts.Full, Workers: opts.Workers, Logger: log}
+	if counter != nil {
+		vopts.Progress = counter
+	}
+	res, err := verify.Run(ctx, dir, vopts)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -131,7 +151,13 @@ func verifyNext(dir string, full bool, findings []verify.Finding) string {
 		if !full {
 			return fmt.Sprintf("warehouse-etl verify --tensor-warehouse %s --full   (re-hash every shard and read every value)", dir)
 		}
-		return fmt.Sprintf("warehouse-etl load --tensor-warehouse %s   (or start training with --tensor-warehouse %s)", dir, dir)
+		// load's default batch, unless the warehouse cannot fill one: a
+		// hint must run as printed.
+		batch := ""
+		if m, err := warehouse.ReadManifest(dir); err == nil && m.Samples > 0 && m.Samples < defaultLoadBatch {
+			batch = fmt.Sprintf(" --batch %d", m.Samples)
+		}
+		return fmt.Sprintf("warehouse-etl load --tensor-warehouse %s%s   (or start training with --tensor-warehouse %s)", dir, batch, dir)
 	}
 	onlyThresholds := true
 	for _, f := range findings {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -72,7 +73,8 @@ exit codes:
        partitions to rerun): nothing was published
   130  interrupted (SIGINT/SIGTERM): nothing was published
 
-Run 'warehouse-etl <command> -h' for a command's flags.
+Run 'warehouse-etl <command> -h' (or 'warehouse-etl help <command>') for a command's flags;
+'warehouse-etl --version' is 'warehouse-etl version'.
 `
 
 func usage(w io.Writer) {
@@ -97,25 +99,46 @@ func main() {
 // run dispatches to a subcommand and maps its error to an exit code.
 func run(ctx context.Context, env *environment, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		// help <command> [<format>] is <command> [<format>] -h: that
+		// command's usage.
+		if len(args) >= 2 && args[0] == "help" && findCommand(args[1]) != nil {
+			return run(ctx, env, append(slices.Clone(args[1:]), "-h"))
+		}
 		usage(env.stderr)
 		if len(args) == 0 {
 			return exitUsage
 		}
+		if len(args) > 1 {
+			fmt.Fprintf(env.stderr, "\nwarehouse-etl help: unknown command %q\n", args[1])
+			return exitUsage
+		}
 		return exitOK
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			err := c.run(ctx, env, args[1:])
-			code := exitCode(ctx, err)
-			if err != nil && !errors.Is(err, errUsageShown) && !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(env.stderr, "warehouse-etl %s: %v\n", c.name, err)
-			}
-			return code
+	switch args[0] {
+	case "--version", "-version", "-v":
+		args = append([]string{"version"}, args[1:]...)
+	}
+	if c := findCommand(args[0]); c != nil {
+		err := c.run(ctx, env, args[1:])
+		code := exitCode(ctx, err)
+		if err != nil && !errors.Is(err, errUsageShown) && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(env.stderr, "warehouse-etl %s: %v\n", c.name, err)
 		}
+		return code
 	}
 	fmt.Fprintf(env.stderr, "warehouse-etl: unknown command %q\n\n", args[0])
 	usage(env.stderr)
 	return exitUsage
+}
+
+// findCommand is the command named name, or nil.
+func findCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
 }
 
 func isTerminal(f *os.File) bool {

@@ -95,4 +95,15 @@ func TestSIGINTPublishesNothing(t *testing.T) {
 	if got := versionDirs(t, outRoot); len(got) != 0 {
 		t.Fatalf("an interrupted build left %v", got)
 	}
+	// It says what it kept and that a rerun resumes: the staging
+	// directory, by path, with the number of complete shards in it.
+	staged, _ := filepath.Glob(filepath.Join(outRoot, ".v*.staging"))
+	if len(staged) != 1 {
+		t.Fatalf("staging directories %v, want one", staged)
+	}
+	receipts, _ := filepath.Glob(filepath.Join(staged[0], "shards", "shard-*.json"))
+	want := fmt.Sprintf("nothing was published; %d complete shard(s) are kept in %s and rerunning the same command resumes from them", len(receipts), staged[0])
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, log.String())
+	}
 }

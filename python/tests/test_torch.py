@@ -240,3 +240,66 @@ class Normalization(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FailedConstruction(unittest.TestCase):
+    """A make_loader or WarehouseDataset that fails raises its error and nothing else:
+    collecting the half-made objects prints no "Exception ignored in ... __del__" (issue
+    27), and a dataset that opened the warehouse itself closes it again."""
+
+    SCRIPT = r"""
+import gc, sys, threading, warnings
+from warehouse_etl.torch import WarehouseDataset, make_loader
+path, case = sys.argv[1], sys.argv[2]
+calls = {
+    "batch too big": lambda: make_loader(path, 100000),
+    "batch too big, reader threads": lambda: make_loader(path, 100000, reader_threads=2),
+    "negative reader threads": lambda: make_loader(path, 2, reader_threads=-1),
+    "prefetch factor 0": lambda: WarehouseDataset(path, reader_threads=1, prefetch_factor=0),
+    "no warehouse": lambda: WarehouseDataset(path + "/nonexistent", reader_threads=2),
+}
+try:
+    calls[case]()
+except Exception as e:
+    print(type(e).__name__)
+gc.collect()
+print(sorted(t.name for t in threading.enumerate() if t.name.startswith("warehouse-read")))
+"""
+
+    def test_only_the_error(self):
+        import subprocess
+        import sys
+        fx = fixture(self, "f16")
+        for case, want in [("batch too big", "ValueError"), ("batch too big, reader threads", "ValueError"),
+                           ("negative reader threads", "ValueError"), ("prefetch factor 0", "ValueError"),
+                           ("no warehouse", "WarehouseError")]:
+            with self.subTest(case=case):
+                p = subprocess.run([sys.executable, "-c", self.SCRIPT, fx["dir"], case], capture_output=True,
+                                   text=True, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stderr, "", "a failed construction printed more than its error")
+                self.assertEqual(p.stdout.split("\n")[:2], [want, "[]"], p.stdout)
+
+    def test_make_loader_failure_closes_the_warehouse_it_opened(self):
+        """The readers lock (a shared flock on .<version>.readers) is released: an
+        exclusive flock, what gc takes, succeeds right after the failure."""
+        import fcntl
+        import gc
+        fx = fixture(self, "f16")
+        d = fx["dir"].rstrip("/")
+        lock_path = os.path.join(os.path.dirname(d), "." + os.path.basename(d) + ".readers")
+        gc.disable()  # the close must come from make_loader, not from collection
+        try:
+            try:
+                make_loader(fx["dir"], 100000, reader_threads=2)
+                self.fail("make_loader of a batch larger than the warehouse did not raise")
+            except ValueError as e:
+                # The traceback keeps make_loader's frame and its dataset alive, as an
+                # error being logged or re-raised does.
+                tb = e.__traceback__
+            with open(lock_path, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while a reader holds it
+                fcntl.flock(f, fcntl.LOCK_UN)
+            del tb
+        finally:
+            gc.enable()

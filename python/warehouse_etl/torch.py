@@ -305,11 +305,13 @@ class WarehouseDataset(Dataset):
 
     def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True,
                  reader_threads=0, prefetch_factor=2):
-        self.wh = _open(warehouse, ignore_thresholds, verify_samples)
-        self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
+        # Checked before anything is opened: a refused dataset holds nothing.
         if reader_threads < 0 or prefetch_factor < 1:
             raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}: "
                              f"want reader_threads >= 0 and prefetch_factor >= 1")
+        self._owns_wh = not isinstance(warehouse, warehouse_etl.Warehouse)
+        self.wh = _open(warehouse, ignore_thresholds, verify_samples)
+        self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
         self._init_local()
 
@@ -331,9 +333,19 @@ class WarehouseDataset(Dataset):
         self._init_local()
 
     def __del__(self):
+        # Also runs on an object whose __init__ raised: any attribute may be missing.
         ahead = getattr(self, "_ahead", None)
         if ahead is not None:
             ahead.close()
+
+    def close(self):
+        """Stop the reader threads, and close the warehouse when the dataset opened it
+        (from a path; one passed in open stays open)."""
+        ahead, self._ahead = getattr(self, "_ahead", None), None
+        if ahead is not None:
+            ahead.close()
+        if getattr(self, "_owns_wh", False) and getattr(self, "wh", None) is not None:
+            self.wh.close()
 
     def prefetch(self, batches):
         """Start reading ``batches`` (an iterable of :class:`PlannedBatch` or index
@@ -489,7 +501,11 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                           verify_samples=verify_samples, reader_threads=reader_threads,
                           prefetch_factor=prefetch_factor)
-    sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
-                                    shuffle=shuffle, remainder=remainder)
-    return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=pin_memory,
-                           **dataloader_kwargs)
+    try:
+        sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
+                                        shuffle=shuffle, remainder=remainder)
+        return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=pin_memory,
+                               **dataloader_kwargs)
+    except BaseException:
+        ds.close()  # the caller gets the error alone: no threads, no open warehouse left behind
+        raise
