@@ -113,9 +113,12 @@ func (s *lazyShard) allVerified(local, n int) bool {
 	return true
 }
 
-// markVerified records that sample local passed its check.
-func (s *lazyShard) markVerified(local int) {
-	s.verified[local/64].Or(1 << (local % 64))
+// markVerified records that sample local passed its check, and reports
+// whether this call was the first to: two batch workers may check the same
+// sample at once (a padded batch, overlapping runs), and it counts once.
+func (s *lazyShard) markVerified(local int) (first bool) {
+	bit := uint64(1) << (local % 64)
+	return s.verified[local/64].Or(bit)&bit == 0
 }
 
 // Open opens the warehouse version at path: a version directory, or an
@@ -599,8 +602,11 @@ func (r *Reader) verifySample(k int, sr *shard.Reader, local int, image []byte) 
 	if err := sr.VerifySample(local, image); err != nil {
 		return fmt.Errorf("%s: warehouse sample %d: %w", r.shards[k].path, r.starts[k]+local, err)
 	}
-	r.shards[k].markVerified(local)
-	r.verified.Add(1)
+	// SamplesVerified counts distinct samples when each is checked once,
+	// every check with RecheckSamples.
+	if r.shards[k].markVerified(local) || r.recheckSamples {
+		r.verified.Add(1)
+	}
 	return nil
 }
 
