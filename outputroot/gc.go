@@ -94,6 +94,9 @@ func cleanTemporary(s Storage, skip string, dryRun bool) ([]Removed, error) {
 			err = s.Remove(e.Name)
 		}
 		lock.Release()
+		if errors.Is(err, ErrInUse) {
+			continue // a replaced version a reader still has open: removed once it closes
+		}
 		if err != nil {
 			return out, fmt.Errorf("remove %s: %w", r.Path, err)
 		}
@@ -191,6 +194,9 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		}
 		bytes, _ := s.Usage(v.name)
 		why, err := removeVersion(s, v.name, opts.DryRun)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // another gc removed it since the listing
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -272,5 +278,24 @@ func removeVersion(s Storage, name string, dryRun bool) (notRemoved string, err 
 	if dryRun {
 		return "", nil
 	}
-	return "", s.Withdraw(name, "."+name+tmpInfix+"gc")
+	err = s.Withdraw(name, "."+name+tmpInfix+"gc")
+	if errors.Is(err, ErrInUse) {
+		return "open by a reader (its directory is locked)", nil
+	}
+	gone := errors.Is(err, fs.ErrNotExist) // another gc removed it
+	if err != nil && !gone {
+		return "", err
+	}
+	// The version is gone: its lock files go too, removed while held, so
+	// a process waiting on one finds it stale and takes a fresh file
+	// (lockfile.Acquire checks the file it locked is still the path's).
+	for _, l := range []string{warehouse.ReadersLockName(name), "." + name + buildLockSuffix} {
+		if err := s.Remove(l); err != nil {
+			return "", err
+		}
+	}
+	if gone {
+		return "", fmt.Errorf("%s: %w", s.Path(name), fs.ErrNotExist)
+	}
+	return "", nil
 }

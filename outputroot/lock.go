@@ -95,7 +95,8 @@ func (v *VersionLock) CreateTemp() (string, error) {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name, "."+v.name+tmpInfix) {
-			if err := v.s.Remove(e.Name); err != nil {
+			// A replaced version a reader still has open stays (ErrInUse).
+			if err := v.s.Remove(e.Name); err != nil && !errors.Is(err, ErrInUse) {
 				return "", fmt.Errorf("remove stale %s: %w", v.s.Path(e.Name), err)
 			}
 		}
@@ -118,7 +119,13 @@ func (v *VersionLock) Publish() error {
 		return err
 	}
 	v.published = true
-	return v.s.SetLatest(v.name)
+	if err := v.s.SetLatest(v.name); err != nil {
+		if pe := (*PublishedError)(nil); errors.As(err, &pe) {
+			return err
+		}
+		return &PublishedError{Version: v.s.Path(v.name), Err: err}
+	}
+	return nil
 }
 
 // RemoveOwnTemporaries removes the temporary directories that earlier,
@@ -137,7 +144,9 @@ func (v *VersionLock) RemoveOwnTemporaries() ([]Removed, error) {
 		}
 		bytes, _ := v.s.Usage(e.Name)
 		r := Removed{Path: v.s.Path(e.Name), Bytes: bytes, Why: "left by an earlier build of " + v.name + " that did not finish"}
-		if err := v.s.Remove(e.Name); err != nil {
+		if err := v.s.Remove(e.Name); errors.Is(err, ErrInUse) {
+			continue // a replaced version a reader still has open
+		} else if err != nil {
 			return out, err
 		}
 		out = append(out, r)
