@@ -235,6 +235,9 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 // unusable is an *IncompleteError naming the partitions that own it.
 func (b *builder) checkStaged(ctx context.Context, _ *scanResult, sp shardPlan, _ *Report) (*staging, map[int]*shardReceipt, error) {
 	st := &staging{dir: stagingDir(b.outRoot, b.id.DirName())}
+	if err := outputroot.CheckEntry(st.dir); err != nil {
+		return nil, nil, err
+	}
 	all := make([]int, sp.shards())
 	for k := range all {
 		all[k] = k
