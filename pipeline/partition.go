@@ -218,6 +218,14 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 		case !errors.Is(err, outputroot.ErrLocked):
 			return nil, err
 		case !time.Now().Before(deadline):
+			// Partitions hold the lock shared; a build or another commit
+			// holds it exclusively, and that is exit 5, not "partitions
+			// still running".
+			shared, serr := outputroot.LockVersionShared(ctx, b.outRoot, name, 0)
+			if serr != nil {
+				return nil, serr
+			}
+			shared.Release()
 			return nil, &IncompleteError{Running: true, Who: st.describeRunning()}
 		}
 		t := time.NewTimer(min(2*time.Second, time.Until(deadline)))
