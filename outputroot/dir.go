@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/internal/lockfile"
 	"warehouse-etl/warehouse"
 )
@@ -96,7 +97,10 @@ func (d Dir) Publish(temp, name string) error {
 	if err := syncTree(tmp); err != nil {
 		return err
 	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	err := fsfault.Check(fsfault.Rename, final)
+	if err == nil {
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	}
 	switch {
 	case err == nil:
 		// tmp now holds the replaced version: durable first, then removed
@@ -108,15 +112,15 @@ func (d Dir) Publish(temp, name string) error {
 			return &PublishedError{Version: final, Err: fmt.Errorf("remove replaced version %s: %w", tmp, err)}
 		}
 	case errors.Is(err, unix.ENOENT):
-		if err := os.Rename(tmp, final); err != nil {
+		if err := fsfault.RenameFile(tmp, final); err != nil {
 			return err
 		}
 	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
 		old := d.Path("." + name + tmpInfix + "old")
-		if err := os.Rename(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsfault.RenameFile(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := os.Rename(tmp, final); err != nil {
+		if err := fsfault.RenameFile(tmp, final); err != nil {
 			return err
 		}
 		if err := removeUnread(old); err != nil && !errors.Is(err, ErrInUse) {
@@ -182,10 +186,14 @@ func (d Dir) SetLatest(name string) error {
 	if err := os.Symlink(name, tmpLink); err != nil {
 		return err
 	}
-	if err := os.Rename(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+	if err := fsfault.RenameFile(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+		os.Remove(tmpLink)
 		return err
 	}
-	return atomicfile.Sync(d.root())
+	if err := atomicfile.Sync(d.root()); err != nil {
+		return &PublishedError{Version: d.Path(name), LatestMoved: true, Err: err}
+	}
+	return nil
 }
 
 // Withdraw locks the version directory exclusively without waiting (an
@@ -205,7 +213,7 @@ func (d Dir) Withdraw(name, aside string) error {
 		return fmt.Errorf("%s: %w", d.Path(name), ErrInUse)
 	}
 	gone := d.Path(aside)
-	if err := os.Rename(d.Path(name), gone); err != nil {
+	if err := fsfault.RenameFile(d.Path(name), gone); err != nil {
 		return err
 	}
 	if err := atomicfile.Sync(d.root()); err != nil {
@@ -277,11 +285,15 @@ func typeName(t fs.FileMode) string {
 // version, moving "latest") failed. A rerun finds the version up to date
 // and finishes the rest.
 type PublishedError struct {
-	Version string // the version directory
-	Err     error
+	Version     string // the version directory
+	LatestMoved bool   // latest names it, but that may not survive a crash
+	Err         error
 }
 
 func (e *PublishedError) Error() string {
+	if e.LatestMoved {
+		return fmt.Sprintf("%s: published and latest moved, but not durably: %v (rerun the build to finish)", e.Version, e.Err)
+	}
 	return fmt.Sprintf("%s: published, but latest was not moved: %v (rerun the build to finish)", e.Version, e.Err)
 }
 

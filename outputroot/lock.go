@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"warehouse-etl/internal/lockfile"
+	"warehouse-etl/warehouse"
 )
 
 // ErrLocked means another build of the same version holds its lock.
@@ -139,7 +140,8 @@ func (v *VersionLock) RemoveOwnTemporaries() ([]Removed, error) {
 	}
 	var out []Removed
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name, "."+v.name+tmpInfix) || e.Name == v.tmpName {
+		own := strings.HasPrefix(e.Name, "."+v.name+tmpInfix) || e.Name == "."+warehouse.LatestName+tmpInfix+v.name
+		if !own || e.Name == v.tmpName {
 			continue
 		}
 		bytes, _ := v.s.Usage(e.Name)
