@@ -78,10 +78,7 @@ func TestConcurrentOperationsAgree(t *testing.T) {
 	greyDataset(t, data, 6, 120)
 	const rounds = 20
 	config := func(root string, size int) string {
-		cfg, _ := writeConfig(t, data, map[string]any{
-			"dtype": "u8", "target_size": []int{size, size}, "resize_mode": "stretch", "max_boxes": 2,
-			"shard_target_mb": 0.002, "thresholds": map[string]any{}, "output_root": root,
-		})
+		cfg, _ := greyConfig(t, data, map[string]any{"target_size": []int{size, size}, "output_root": root})
 		return cfg
 	}
 

@@ -50,10 +50,7 @@ func versionBytes(t *testing.T, dir string) string {
 func TestFaultAtEveryFilesystemCall(t *testing.T) {
 	data := t.TempDir()
 	greyDataset(t, data, 6, 150)
-	cfg, outRoot := writeConfig(t, data, map[string]any{
-		"dtype": "u8", "target_size": []int{16, 16}, "resize_mode": "stretch", "max_boxes": 2,
-		"shard_target_mb": 0.002, "thresholds": map[string]any{},
-	})
+	cfg, outRoot := greyConfig(t, data, nil)
 	refDir, _ := mustBuild(t, cfg, nil)
 	ref := versionBytes(t, refDir)
 	name := filepath.Base(refDir)

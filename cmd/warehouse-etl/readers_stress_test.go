@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,19 @@ func greyDataset(t *testing.T, root string, n int, level byte) {
 			`{"frame_id": %d, "image": "images/frame_%05d.png", "polyp_labels": [{"bbox_px": [2, 2, 20, 20]}]}`, i, i)
 	}
 	testfiles.WriteTree(t, root, files)
+}
+
+// greyConfig is a config for the grey dataset at data: u8 16x16 stretch,
+// shards of 2 KiB (a few samples each), no thresholds; extra overrides.
+func greyConfig(t *testing.T, data string, extra map[string]any) (cfgPath, outRoot string) {
+	t.Helper()
+	cfg := map[string]any{
+		"dtype": "u8", "target_size": []int{16, 16}, "resize_mode": "stretch", "max_boxes": 2,
+		"shard_target_mb": 0.002, // 2 KiB: a few samples per shard, opened lazily
+		"thresholds":      map[string]any{},
+	}
+	maps.Copy(cfg, extra)
+	return writeConfig(t, data, cfg)
 }
 
 // readerTally is what the readers of one language saw.
@@ -97,11 +111,7 @@ func TestReadersNeverMix(t *testing.T) {
 	const n = 30
 	levels := [2]byte{40, 220}
 	greyDataset(t, data, n, levels[0])
-	cfg, outRoot := writeConfig(t, data, map[string]any{
-		"dtype": "u8", "target_size": []int{16, 16}, "resize_mode": "stretch", "max_boxes": 2,
-		"shard_target_mb": 0.002, // 2 KiB: a few samples per shard, opened lazily
-		"thresholds":      map[string]any{},
-	})
+	cfg, outRoot := greyConfig(t, data, nil)
 	clear := map[string]string{"WAREHOUSE_CLEAR": "1"}
 	// Learn each build's first shard digest: the readers' way to know what
 	// they opened.

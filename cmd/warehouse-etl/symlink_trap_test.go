@@ -3,35 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// copyTree copies the regular files and directories under src to dst.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		q := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(q, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(q, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestNothingFollowedOutOfOutputRoot plants, at every name a build or gc
 // uses under the output root, a symbolic link to a directory or file
@@ -42,14 +18,11 @@ func copyTree(t *testing.T, src, dst string) {
 func TestNothingFollowedOutOfOutputRoot(t *testing.T) {
 	data := t.TempDir()
 	greyDataset(t, data, 6, 90)
-	cfg, outRoot := writeConfig(t, data, map[string]any{
-		"dtype": "u8", "target_size": []int{16, 16}, "resize_mode": "stretch", "max_boxes": 2,
-		"shard_target_mb": 0.002, "thresholds": map[string]any{},
-	})
+	cfg, outRoot := greyConfig(t, data, nil)
 	dir, _ := mustBuild(t, cfg, nil)
 	v := filepath.Base(dir)
 	version := t.TempDir()
-	copyTree(t, dir, version)
+	crashCopyTree(t, dir, version)
 	if err := os.RemoveAll(outRoot); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +66,7 @@ func TestNothingFollowedOutOfOutputRoot(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				copyTree(t, version, outside)
+				crashCopyTree(t, version, outside)
 				if err := os.WriteFile(filepath.Join(outside, "sentinel"), []byte("x"), 0o644); err != nil {
 					t.Fatal(err)
 				}
