@@ -87,8 +87,10 @@ func (d Dir) CreateTemp(prefix string) (name, dir string, err error) {
 
 // Publish fsyncs the temporary directory's tree and renames it to name,
 // exchanging it with an existing version; where the filesystem has no
-// RENAME_EXCHANGE the old version is moved aside first (".<name>.tmp-old",
-// which the next build removes if a crash leaves it). It then creates the
+// RENAME_EXCHANGE the old version is moved aside first
+// (".<name>.tmp-old-<random>", which the next build removes if a crash
+// leaves it). The replaced version is removed unless a reader has it open
+// (removeUnread); then the next build of the version or GC removes it. It then creates the
 // version's readers lock file, so that readers without write access to
 // the root (another user, a read-only mount) can still take it
 // (warehouse.LockForReading).
@@ -116,7 +118,13 @@ func (d Dir) Publish(temp, name string) error {
 			return err
 		}
 	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-		old := d.Path("." + name + tmpInfix + "old")
+		// A unique aside name: an earlier one may still be open by a
+		// reader (removeUnread leaves it).
+		var rnd [6]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			return err
+		}
+		old := d.Path("." + name + tmpInfix + "old-" + hex.EncodeToString(rnd[:]))
 		if err := fsfault.RenameFile(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}

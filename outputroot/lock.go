@@ -10,7 +10,8 @@
 //	<output_root>/
 //	  .v<16 hex>.lock               a version's build lock: held exclusively by a build or commit, shared by partitions
 //	  .v<16 hex>.tmp-<random>       a build in progress (or a crashed one, removed by the next build or GC)
-//	  .v<16 hex>.tmp-old            the old version during a swap without RENAME_EXCHANGE
+//	                                (or a replaced version a reader still has open: removed once it closes)
+//	  .v<16 hex>.tmp-old-<random>   the old version during a swap without RENAME_EXCHANGE
 //	  .v<16 hex>.tmp-gc             a version GC is removing
 //	  .latest.tmp-v<16 hex>         the next "latest" symlink
 //	  .v<16 hex>.staging/           where a version's shards are built (docs/format/staging.md)
