@@ -2,7 +2,11 @@ package analytics
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -13,6 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/internal/fsfault"
 )
 
 // batchRows is both the Arrow batch size (rows held decoded in memory) and
@@ -72,18 +79,11 @@ type parquetFile struct {
 // readers of the version directory ignore it, and lives in dir, so the
 // final rename does not cross filesystems.
 func createParquet(dir, name string, schema *arrow.Schema) (*parquetFile, error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	f, err := createTemp(dir, "."+name+".tmp-")
 	if err != nil {
 		return nil, err
 	}
-	// CreateTemp makes the file private; the exports are as readable as
-	// the rest of the version directory.
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	buf := bufio.NewWriterSize(f, 1<<20)
+	buf := bufio.NewWriterSize(fsfault.File{File: f}, 1<<20)
 	props := writerProperties()
 	root, columns, err := parquetSchema(schema, props)
 	var fw *file.Writer
@@ -156,7 +156,7 @@ func (p *parquetFile) finish() error {
 	if err := p.buf.Flush(); err != nil {
 		return err
 	}
-	if err := p.f.Sync(); err != nil {
+	if err := fsfault.SyncFile(p.f); err != nil {
 		return fmt.Errorf("fsync %s: %w", p.tmp, err)
 	}
 	return p.f.Close()
@@ -165,7 +165,7 @@ func (p *parquetFile) finish() error {
 // publish renames a finished file over its final name and fsyncs the
 // directory so the rename survives a crash.
 func (p *parquetFile) publish() error {
-	if err := os.Rename(p.tmp, p.final); err != nil {
+	if err := fsfault.RenameFile(p.tmp, p.final); err != nil {
 		return err
 	}
 	p.done = true
@@ -192,19 +192,24 @@ func abortOnError(out *parquetFile, err *error) {
 	}
 }
 
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+func syncPath(path string) error { return atomicfile.Sync(path) }
+
+// createTemp creates a new file prefix<random> in dir with mode 0666 as
+// the umask allows (0644 under the usual 022), like every other file of a
+// version; os.CreateTemp's 0600 would hide the exports from a training job
+// of another user, and a fixed chmod would ignore a stricter umask.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 100 {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	return nil
+	return nil, fmt.Errorf("%s: no unused temporary file name %s*", dir, prefix)
 }
 
 // Field constructors: every column is one of the types of the package doc.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/internal/lockfile"
 	"warehouse-etl/warehouse"
 )
@@ -86,8 +87,10 @@ func (d Dir) CreateTemp(prefix string) (name, dir string, err error) {
 
 // Publish fsyncs the temporary directory's tree and renames it to name,
 // exchanging it with an existing version; where the filesystem has no
-// RENAME_EXCHANGE the old version is moved aside first (".<name>.tmp-old",
-// which the next build removes if a crash leaves it). It then creates the
+// RENAME_EXCHANGE the old version is moved aside first
+// (".<name>.tmp-old-<random>", which the next build removes if a crash
+// leaves it). The replaced version is removed unless a reader has it open
+// (removeUnread); then the next build of the version or GC removes it. It then creates the
 // version's readers lock file, so that readers without write access to
 // the root (another user, a read-only mount) can still take it
 // (warehouse.LockForReading).
@@ -96,64 +99,129 @@ func (d Dir) Publish(temp, name string) error {
 	if err := syncTree(tmp); err != nil {
 		return err
 	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	err := fsfault.Check(fsfault.Rename, final)
+	if err == nil {
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	}
 	switch {
 	case err == nil:
-		// tmp now holds the replaced version.
+		// tmp now holds the replaced version: durable first, then removed
+		// unless a reader still has it open (removeUnread).
 		if err := atomicfile.Sync(d.root()); err != nil {
-			return err
+			return &PublishedError{Version: final, Err: err}
 		}
-		if err := os.RemoveAll(tmp); err != nil {
-			return fmt.Errorf("remove replaced version %s: %w", tmp, err)
+		if err := removeUnread(tmp); err != nil && !errors.Is(err, ErrInUse) {
+			return &PublishedError{Version: final, Err: fmt.Errorf("remove replaced version %s: %w", tmp, err)}
 		}
 	case errors.Is(err, unix.ENOENT):
-		if err := os.Rename(tmp, final); err != nil {
+		if err := fsfault.RenameFile(tmp, final); err != nil {
 			return err
 		}
 	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-		old := d.Path("." + name + tmpInfix + "old")
-		if err := os.Rename(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A unique aside name: an earlier one may still be open by a
+		// reader (removeUnread leaves it).
+		var rnd [6]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
 			return err
 		}
-		if err := os.Rename(tmp, final); err != nil {
+		old := d.Path("." + name + tmpInfix + "old-" + hex.EncodeToString(rnd[:]))
+		if err := fsfault.RenameFile(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := os.RemoveAll(old); err != nil {
+		if err := fsfault.RenameFile(tmp, final); err != nil {
 			return err
+		}
+		if err := removeUnread(old); err != nil && !errors.Is(err, ErrInUse) {
+			return &PublishedError{Version: final, Err: err}
 		}
 	default:
 		return fmt.Errorf("publish %s: %w", final, err)
 	}
 	if err := atomicfile.Sync(d.root()); err != nil {
-		return err
+		return &PublishedError{Version: final, Err: err}
 	}
-	if f, err := os.OpenFile(d.Path(warehouse.ReadersLockName(name)), os.O_RDONLY|os.O_CREATE, 0o644); err == nil {
+	if f, err := os.OpenFile(d.Path(warehouse.ReadersLockName(name)), os.O_RDONLY|os.O_CREATE|unix.O_NOFOLLOW, 0o644); err == nil {
 		f.Close()
 	}
 	return nil
+}
+
+// ErrInUse means a directory is open by a reader (it holds the
+// directory's flock shared, as warehouse.Open does): it is not removed.
+var ErrInUse = errors.New("open by a reader")
+
+// removeUnread removes the directory tree at p unless a reader has it
+// open: it locks the directory itself exclusively without waiting (a
+// reader holds it shared from Open to Close) and removes the tree under
+// that lock, so a reader that opened it before reads it whole, and one
+// that opens the name meanwhile waits and then finds it gone. A held lock
+// gives an error wrapping ErrInUse and removes nothing: the directory
+// stays under its temporary name, and the next build of its version or
+// gc removes it once the readers are gone. A symbolic link or a file at p
+// is removed itself, never followed.
+func removeUnread(p string) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return os.Remove(p)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("%s: %w", p, ErrInUse)
+	}
+	// Another error: a filesystem without flock on directories; nothing
+	// a reader could hold there either.
+	return os.RemoveAll(p)
 }
 
 // Latest reads the "latest" symlink.
 func (d Dir) Latest() (string, error) { return os.Readlink(d.Path(warehouse.LatestName)) }
 
 // SetLatest makes a symlink ".latest.tmp-<name>" -> name and renames it
-// over "latest".
+// over "latest". A "latest" that is not a symbolic link is refused, never
+// replaced.
 func (d Dir) SetLatest(name string) error {
+	if err := refuseUnless(d.Path(warehouse.LatestName), fs.ModeSymlink); err != nil {
+		return err
+	}
 	tmpLink := d.Path("." + warehouse.LatestName + tmpInfix + name)
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(name, tmpLink); err != nil {
 		return err
 	}
-	if err := os.Rename(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+	if err := fsfault.RenameFile(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+		os.Remove(tmpLink)
 		return err
 	}
-	return atomicfile.Sync(d.root())
+	if err := atomicfile.Sync(d.root()); err != nil {
+		return &PublishedError{Version: d.Path(name), LatestMoved: true, Err: err}
+	}
+	return nil
 }
 
-// Withdraw renames the version to aside, fsyncs the root and removes it.
+// Withdraw locks the version directory exclusively without waiting (an
+// error wrapping ErrInUse while a reader has it open; fs.ErrNotExist when
+// it is gone, or is not a directory), renames it to aside, fsyncs the root
+// and removes it, still under the lock.
 func (d Dir) Withdraw(name, aside string) error {
+	f, err := os.OpenFile(d.Path(name), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%s: not a directory: %w", d.Path(name), fs.ErrNotExist)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("%s: %w", d.Path(name), ErrInUse)
+	}
 	gone := d.Path(aside)
-	if err := os.Rename(d.Path(name), gone); err != nil {
+	if err := fsfault.RenameFile(d.Path(name), gone); err != nil {
 		return err
 	}
 	if err := atomicfile.Sync(d.root()); err != nil {
@@ -162,13 +230,82 @@ func (d Dir) Withdraw(name, aside string) error {
 	return os.RemoveAll(gone)
 }
 
-// Remove removes the entry's tree and fsyncs the root.
+// Remove removes the entry's tree (unless a reader has it open: an error
+// wrapping ErrInUse) and fsyncs the root.
 func (d Dir) Remove(name string) error {
-	if err := os.RemoveAll(d.Path(name)); err != nil {
+	if err := removeUnread(d.Path(name)); err != nil {
 		return err
 	}
 	return atomicfile.Sync(d.root())
 }
+
+// refuseUnless checks, without following it, that the entry at p is
+// absent or of type want (fs.ModeDir, fs.ModeSymlink or 0 for a regular
+// file): anything else is refused with an error naming it, so that
+// nothing under the output root is followed out of it.
+func refuseUnless(p string, want fs.FileMode) error {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if got := fi.Mode().Type(); got != want {
+		return &NotFollowedError{Path: p, Got: got, Want: want}
+	}
+	return nil
+}
+
+// CheckEntry checks, without following links, that path (an entry of an
+// output root: a version, a staging directory) is absent or a directory;
+// a symbolic link or anything else is a *NotFollowedError naming it.
+func CheckEntry(path string) error { return refuseUnless(path, fs.ModeDir) }
+
+// NotFollowedError is an entry of an output root that is not what it
+// should be (a symbolic link where a directory belongs, a file where
+// "latest" belongs): refused, never followed.
+type NotFollowedError struct {
+	Path      string
+	Got, Want fs.FileMode
+}
+
+func (e *NotFollowedError) Error() string {
+	return fmt.Sprintf("%s: is %s, not %s: refused (nothing under the output root is followed out of it; move it away)",
+		e.Path, typeName(e.Got), typeName(e.Want))
+}
+
+func typeName(t fs.FileMode) string {
+	switch t {
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case 0:
+		return "a regular file"
+	}
+	return "a special file (" + t.String() + ")"
+}
+
+// PublishedError is a failure after the version became visible under its
+// name: the version is published, complete and durable as far as the
+// rename goes, but what follows (the root's fsync, removing the replaced
+// version, moving "latest") failed. A rerun finds the version up to date
+// and finishes the rest.
+type PublishedError struct {
+	Version     string // the version directory
+	LatestMoved bool   // latest names it, but that may not survive a crash
+	Err         error
+}
+
+func (e *PublishedError) Error() string {
+	if e.LatestMoved {
+		return fmt.Sprintf("%s: published and latest moved, but not durably: %v (rerun the build to finish)", e.Version, e.Err)
+	}
+	return fmt.Sprintf("%s: published, but latest was not moved: %v (rerun the build to finish)", e.Version, e.Err)
+}
+
+func (e *PublishedError) Unwrap() error { return e.Err }
 
 // Usage walks the entry without following links.
 func (d Dir) Usage(name string) (bytes int64, newest time.Time) {

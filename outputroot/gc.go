@@ -94,6 +94,9 @@ func cleanTemporary(s Storage, skip string, dryRun bool) ([]Removed, error) {
 			err = s.Remove(e.Name)
 		}
 		lock.Release()
+		if errors.Is(err, ErrInUse) {
+			continue // a replaced version a reader still has open: removed once it closes
+		}
 		if err != nil {
 			return out, fmt.Errorf("remove %s: %w", r.Path, err)
 		}
@@ -191,6 +194,9 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		}
 		bytes, _ := s.Usage(v.name)
 		why, err := removeVersion(s, v.name, opts.DryRun)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // another gc removed it since the listing
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -201,7 +207,69 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		rep.Removed = append(rep.Removed, Removed{Path: s.Path(v.name), Bytes: bytes,
 			Why: fmt.Sprintf("not among the newest %d, created %s", opts.Keep, v.created.UTC().Format(time.RFC3339))})
 	}
-	return rep, nil
+	if opts.DryRun {
+		return rep, nil
+	}
+	return rep, removeOrphanLocks(s)
+}
+
+var lockFileName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.(lock|readers)$`)
+
+// removeOrphanLocks removes the lock files of versions that have nothing
+// else under the root (collected before gc removed them with the version,
+// or a build that never got as far as its temporary directory), each
+// under both locks and only while the version is still absent: a build
+// or reader that takes one meanwhile holds it, and one waiting on a
+// removed file finds it stale (lockfile.Acquire) and takes a fresh one.
+func removeOrphanLocks(s Storage) error {
+	entries, err := s.List()
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	var orphans []string
+	for _, e := range entries {
+		if m := lockFileName.FindStringSubmatch(e.Name); m != nil {
+			orphans = append(orphans, m[1])
+			continue
+		}
+		if versionDirName.MatchString(e.Name) {
+			live[e.Name] = true
+		} else if v := versionOfTemporary(e.Name); v != "" {
+			live[v] = true
+		} else if m := stagingDirName.FindStringSubmatch(e.Name); m != nil {
+			live[m[1]] = true
+		}
+	}
+	slices.Sort(orphans)
+	for _, v := range slices.Compact(orphans) {
+		if live[v] {
+			continue
+		}
+		build, ok, err := tryLock(s, "."+v+buildLockSuffix)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // a build of v has started
+		}
+		readers, ok, err := tryLock(s, warehouse.ReadersLockName(v))
+		if err == nil && ok && !s.Exists(v) && !s.Exists("."+v+StagingSuffix) {
+			for _, l := range []string{warehouse.ReadersLockName(v), "." + v + buildLockSuffix} {
+				if err = s.Remove(l); err != nil {
+					break
+				}
+			}
+		}
+		if readers != nil {
+			readers.Release()
+		}
+		build.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StagingSuffix names a version's staging directory in its output root,
@@ -272,5 +340,24 @@ func removeVersion(s Storage, name string, dryRun bool) (notRemoved string, err 
 	if dryRun {
 		return "", nil
 	}
-	return "", s.Withdraw(name, "."+name+tmpInfix+"gc")
+	err = s.Withdraw(name, "."+name+tmpInfix+"gc")
+	if errors.Is(err, ErrInUse) {
+		return "open by a reader (its directory is locked)", nil
+	}
+	gone := errors.Is(err, fs.ErrNotExist) // another gc removed it
+	if err != nil && !gone {
+		return "", err
+	}
+	// The version is gone: its lock files go too, removed while held, so
+	// a process waiting on one finds it stale and takes a fresh file
+	// (lockfile.Acquire checks the file it locked is still the path's).
+	for _, l := range []string{warehouse.ReadersLockName(name), "." + name + buildLockSuffix} {
+		if err := s.Remove(l); err != nil {
+			return "", err
+		}
+	}
+	if gone {
+		return "", fmt.Errorf("%s: %w", s.Path(name), fs.ErrNotExist)
+	}
+	return "", nil
 }

@@ -10,7 +10,8 @@
 //	<output_root>/
 //	  .v<16 hex>.lock               a version's build lock: held exclusively by a build or commit, shared by partitions
 //	  .v<16 hex>.tmp-<random>       a build in progress (or a crashed one, removed by the next build or GC)
-//	  .v<16 hex>.tmp-old            the old version during a swap without RENAME_EXCHANGE
+//	                                (or a replaced version a reader still has open: removed once it closes)
+//	  .v<16 hex>.tmp-old-<random>   the old version during a swap without RENAME_EXCHANGE
 //	  .v<16 hex>.tmp-gc             a version GC is removing
 //	  .latest.tmp-v<16 hex>         the next "latest" symlink
 //	  .v<16 hex>.staging/           where a version's shards are built (docs/format/staging.md)
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"warehouse-etl/internal/lockfile"
+	"warehouse-etl/warehouse"
 )
 
 // ErrLocked means another build of the same version holds its lock.
@@ -95,7 +97,8 @@ func (v *VersionLock) CreateTemp() (string, error) {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name, "."+v.name+tmpInfix) {
-			if err := v.s.Remove(e.Name); err != nil {
+			// A replaced version a reader still has open stays (ErrInUse).
+			if err := v.s.Remove(e.Name); err != nil && !errors.Is(err, ErrInUse) {
 				return "", fmt.Errorf("remove stale %s: %w", v.s.Path(e.Name), err)
 			}
 		}
@@ -118,7 +121,13 @@ func (v *VersionLock) Publish() error {
 		return err
 	}
 	v.published = true
-	return v.s.SetLatest(v.name)
+	if err := v.s.SetLatest(v.name); err != nil {
+		if pe := (*PublishedError)(nil); errors.As(err, &pe) {
+			return err
+		}
+		return &PublishedError{Version: v.s.Path(v.name), Err: err}
+	}
+	return nil
 }
 
 // RemoveOwnTemporaries removes the temporary directories that earlier,
@@ -132,12 +141,15 @@ func (v *VersionLock) RemoveOwnTemporaries() ([]Removed, error) {
 	}
 	var out []Removed
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name, "."+v.name+tmpInfix) || e.Name == v.tmpName {
+		own := strings.HasPrefix(e.Name, "."+v.name+tmpInfix) || e.Name == "."+warehouse.LatestName+tmpInfix+v.name
+		if !own || e.Name == v.tmpName {
 			continue
 		}
 		bytes, _ := v.s.Usage(e.Name)
 		r := Removed{Path: v.s.Path(e.Name), Bytes: bytes, Why: "left by an earlier build of " + v.name + " that did not finish"}
-		if err := v.s.Remove(e.Name); err != nil {
+		if err := v.s.Remove(e.Name); errors.Is(err, ErrInUse) {
+			continue // a replaced version a reader still has open
+		} else if err != nil {
 			return out, err
 		}
 		out = append(out, r)

@@ -186,3 +186,36 @@ func TestCleanTemporaryLeavesRunningBuilds(t *testing.T) {
 		t.Fatalf("root holds %s", got)
 	}
 }
+
+// GC removes the lock files of versions that have nothing else under the
+// root (left by a gc from before it removed them), and keeps those of a
+// version, a staging directory or a held lock.
+func TestGCRemovesOrphanLockFiles(t *testing.T) {
+	root := t.TempDir()
+	const gone, staged, held = "v0000000000000001", "v0000000000000002", "v0000000000000003"
+	for _, v := range []string{gone, staged, held} {
+		writeFile(t, filepath.Join(root, "."+v+".lock"), "")
+		writeFile(t, filepath.Join(root, "."+v+".readers"), "")
+	}
+	if err := os.Mkdir(filepath.Join(root, "."+staged+StagingSuffix), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockVersion(root, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := GC(root, GCOptions{Keep: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		v    string
+		kept bool
+	}{{gone, false}, {staged, true}, {held, true}} {
+		for _, f := range []string{"." + c.v + ".lock", "." + c.v + ".readers"} {
+			if _, err := os.Lstat(filepath.Join(root, f)); (err == nil) != c.kept {
+				t.Errorf("%s: kept %v, want %v", f, err == nil, c.kept)
+			}
+		}
+	}
+}

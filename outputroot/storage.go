@@ -46,9 +46,13 @@ import (
 //     value or the new, never none) and durably.
 //   - Withdraw makes the published version name disappear in one step,
 //     then removes what it held; a crash in between leaves a temporary
-//     entry named aside, which CleanTemporary removes later.
+//     entry named aside, which CleanTemporary removes later. A version a
+//     reader has open is left (an error wrapping ErrInUse); one that is
+//     gone is an error wrapping fs.ErrNotExist.
 //   - Remove removes entry name and everything under it (no error when it
-//     does not exist), durably when it returns.
+//     does not exist), durably when it returns; a directory a reader has
+//     open is not removed (an error wrapping ErrInUse), and a link is
+//     removed as a link.
 //   - Usage is the bytes of the regular files under name and the newest
 //     modification time of anything under it (zeros when unreadable: it is
 //     only reported).

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"warehouse-etl/analytics/records"
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
 )
@@ -90,7 +93,7 @@ func writeSamples(ctx context.Context, tmp string, scan *scanResult, sp shardPla
 		return err
 	}
 	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(fsfault.File{File: f}, 1<<20)
 	enc := json.NewEncoder(bw)
 	var planned, index, inShard, lateSeen int64
 	err = readSpill(scan.spill, func(p *plannedSample, planIdx int64, _ spillLine) error {
@@ -150,12 +153,25 @@ func writeSamples(ctx context.Context, tmp string, scan *scanResult, sp shardPla
 	return f.Close()
 }
 
+// linksRefused reports whether a link failed because the filesystem
+// does not link (there, or across the two directories), not because of
+// an I/O error, which copying would meet too.
+func linksRefused(err error) bool {
+	for _, e := range []error{syscall.EXDEV, syscall.EPERM, syscall.EACCES, syscall.EMLINK, syscall.EOPNOTSUPP, syscall.ENOSYS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // linkOrCopy puts the staged shard src at dst: a hard link (the staging
 // directory is beside the version, on the same filesystem), or a copy
 // where the filesystem refuses links.
 func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
+	err := fsfault.LinkFile(src, dst)
+	if err == nil || !linksRefused(err) {
+		return err
 	}
 	in, err := os.Open(src)
 	if err != nil {
@@ -166,7 +182,7 @@ func linkOrCopy(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := io.Copy(fsfault.File{File: out}, in); err != nil {
 		out.Close()
 		return err
 	}

@@ -221,6 +221,10 @@ func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, sta
 // keeps it (nil with WAREHOUSE_CLEAR=1, or when there is none). A manifest
 // that cannot be read is an error unless WAREHOUSE_CLEAR=1 replaces it.
 func (b *builder) published(final string) (*warehouse.Manifest, error) {
+	// A version name that is a symbolic link is refused, not followed.
+	if err := outputroot.CheckEntry(final); err != nil {
+		return nil, err
+	}
 	m, err := warehouse.ReadManifest(final)
 	switch {
 	case err == nil && !b.opts.Clear:

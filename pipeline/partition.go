@@ -218,6 +218,14 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 		case !errors.Is(err, outputroot.ErrLocked):
 			return nil, err
 		case !time.Now().Before(deadline):
+			// Partitions hold the lock shared; a build or another commit
+			// holds it exclusively, and that is exit 5, not "partitions
+			// still running".
+			shared, serr := outputroot.LockVersionShared(ctx, b.outRoot, name, 0)
+			if serr != nil {
+				return nil, serr
+			}
+			shared.Release()
 			return nil, &IncompleteError{Running: true, Who: st.describeRunning()}
 		}
 		t := time.NewTimer(min(2*time.Second, time.Until(deadline)))
@@ -235,6 +243,9 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 // unusable is an *IncompleteError naming the partitions that own it.
 func (b *builder) checkStaged(ctx context.Context, _ *scanResult, sp shardPlan, _ *Report) (*staging, map[int]*shardReceipt, error) {
 	st := &staging{dir: stagingDir(b.outRoot, b.id.DirName())}
+	if err := outputroot.CheckEntry(st.dir); err != nil {
+		return nil, nil, err
+	}
 	all := make([]int, sp.shards())
 	for k := range all {
 		all[k] = k

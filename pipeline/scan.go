@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/sources"
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
@@ -107,7 +108,7 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 		return nil, err
 	}
 	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(fsfault.File{File: f}, 1<<20)
 	planHash := sha256.New()
 	enc := json.NewEncoder(io.MultiWriter(w, planHash))
 
@@ -232,7 +233,7 @@ func writeFingerprint(ctx context.Context, b *builder, path string) (warehouse.F
 		return warehouse.Fingerprint{}, err
 	}
 	defer f.Close()
-	w := bufio.NewWriter(f)
+	w := bufio.NewWriter(fsfault.File{File: f})
 	fw := warehouse.NewFingerprintWriter(w)
 	if err := b.fingerprint(ctx, fw); err != nil {
 		return warehouse.Fingerprint{}, err

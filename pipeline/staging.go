@@ -52,13 +52,22 @@ func stagingDir(outRoot, name string) string {
 // it first, for WAREHOUSE_CLEAR=1 on a single-machine build).
 func openStaging(outRoot, name string, clear bool) (*staging, error) {
 	st := &staging{dir: stagingDir(outRoot, name)}
+	// A staging name that is a symbolic link (or a file) is refused, never
+	// followed: the build would write, and remove, outside the root.
+	if err := outputroot.CheckEntry(st.dir); err != nil {
+		return nil, err
+	}
 	if clear {
 		if err := os.RemoveAll(st.dir); err != nil {
 			return nil, err
 		}
 	}
 	for _, sub := range []string{"shards", "locks", "partitions"} {
-		if err := os.MkdirAll(filepath.Join(st.dir, sub), 0o755); err != nil {
+		p := filepath.Join(st.dir, sub)
+		if err := outputroot.CheckEntry(p); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
 			return nil, err
 		}
 	}

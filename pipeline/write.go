@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/transforms"
@@ -374,7 +375,7 @@ func (s *shardSink) append(c *shardInProgress, j *job) error {
 		if err != nil {
 			return err
 		}
-		w, err := shard.NewWriter(f, s.layout, int(c.receipt.Planned))
+		w, err := shard.NewWriter(fsfault.File{File: f}, s.layout, int(c.receipt.Planned))
 		if err != nil {
 			f.Close()
 			return err
@@ -440,7 +441,7 @@ func (s *shardSink) finish(c *shardInProgress) error {
 	c.f = nil
 	s.background.Go(func() error {
 		if f != nil {
-			err := f.Sync()
+			err := fsfault.SyncFile(f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}

@@ -9,7 +9,8 @@
 //
 //	<output_root>/
 //	  latest -> v<16 hex>           symlink, replaced atomically by each publish
-//	  v<16 hex>/                    one directory per version, a pure function of the version
+//	  v<16 hex>/                    one directory per version, a pure function of the version;
+//	                                readers flock it shared while open (pinnedDir)
 //	    manifest.json               written last; its presence means the version is complete
 //	    shards/shard-00000.twh      TWH1 shards (docs/format/shard.md)
 //	    samples.jsonl               one line per input sample, kept or not

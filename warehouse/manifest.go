@@ -225,7 +225,20 @@ func (e *DigestError) Unwrap() error { return ErrManifest }
 // problem here (a manifest from before digests), the caller decides once
 // it has parsed the manifest (MissingDigest).
 func CheckManifestDigest(dir string, raw []byte) (sealed bool, p *DigestError) {
-	f, err := os.Open(filepath.Join(dir, ManifestDigestName))
+	return checkManifestDigestIn(dir, pathOpener(dir), raw)
+}
+
+// opener opens a file of a version directory by its name in it: by path
+// (pathOpener), or relative to a directory handle a reader pinned at Open.
+type opener func(name string) (*os.File, error)
+
+// pathOpener opens the files of the version directory dir by path.
+func pathOpener(dir string) opener {
+	return func(name string) (*os.File, error) { return os.Open(filepath.Join(dir, name)) }
+}
+
+func checkManifestDigestIn(dir string, open opener, raw []byte) (sealed bool, p *DigestError) {
+	f, err := open(ManifestDigestName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -285,8 +298,12 @@ func MissingDigest(dir string, m *Manifest, sealed bool) *DigestError {
 // ReadManifestBytes reads dir/manifest.json, at most MaxManifestBytes+1
 // bytes (ParseManifest refuses more).
 func ReadManifestBytes(dir string) ([]byte, error) {
+	return readManifestBytesIn(dir, pathOpener(dir))
+}
+
+func readManifestBytesIn(dir string, open opener) ([]byte, error) {
 	name := filepath.Join(dir, ManifestName)
-	f, err := os.Open(name)
+	f, err := open(ManifestName)
 	if err != nil {
 		return nil, err
 	}
@@ -303,11 +320,17 @@ func ReadManifestBytes(dir string) ([]byte, error) {
 // checksums, which every build since digests existed does), then as
 // ParseManifest does. Errors wrap ErrManifest and name the file to blame.
 func ReadManifest(dir string) (*Manifest, error) {
-	raw, err := ReadManifestBytes(dir)
+	return readManifestIn(dir, pathOpener(dir))
+}
+
+// readManifestIn is ReadManifest with the version's files opened by open
+// (dir names them in errors).
+func readManifestIn(dir string, open opener) (*Manifest, error) {
+	raw, err := readManifestBytesIn(dir, open)
 	if err != nil {
 		return nil, err
 	}
-	sealed, p := CheckManifestDigest(dir, raw)
+	sealed, p := checkManifestDigestIn(dir, open, raw)
 	if p != nil {
 		return nil, p
 	}

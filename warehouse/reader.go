@@ -79,6 +79,7 @@ type Reader struct {
 	samples        atomic.Int64   // samples handed out by Sample, ReadSampleInto and ReadRunInto
 	pool           batchPool      // batch buffers kept from one Batches iterator to the next
 	readersLock    *lockfile.Lock // shared lock that keeps gc away, nil when it could not be taken
+	pin            *pinnedDir     // the version directory, held until Close (nil in FuzzOpen)
 	files          versionFiles   // where shards are opened
 }
 
@@ -156,20 +157,26 @@ func Open(path string, opts OpenOptions) (*Reader, error) {
 			lock.Release()
 		}
 	}()
-	m, err := ReadManifest(dir)
+	// Everything is read through the pinned directory: the version this
+	// Reader opened, whatever takes its name later (pinnedDir).
+	pin, err := pinVersion(dir)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(dir)
+	defer func() {
+		if !opened {
+			pin.close()
+		}
+	}()
+	m, err := readManifestIn(dir, pin.open)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	r, err := newReader(dir, m, opts, log, dirFiles{root: root})
+	r, err := newReader(dir, m, opts, log, dirFiles{pin: pin})
 	if err != nil {
 		return nil, err
 	}
-	r.opened, r.readersLock = start, lock
+	r.opened, r.readersLock, r.pin = start, lock, pin
 	opened = true
 	checked, _ := r.SampleChecksums()
 	log.Info("warehouse opened", "dir", dir, "version", m.Version, "samples", m.Samples, "shards", len(m.Shards),
@@ -200,11 +207,12 @@ type shardFile interface {
 	io.Closer
 }
 
-// dirFiles reads shards from the version directory. root, open while Open
-// runs, confines stat to the directory; open maps the file.
-type dirFiles struct{ root *os.Root }
+// dirFiles reads shards from the version directory pinned at Open: every
+// file is opened relative to it (os.Root: no path or symlink leaves it),
+// so a Reader never reads a shard of a version that replaced its own.
+type dirFiles struct{ pin *pinnedDir }
 
-func (d dirFiles) stat(path string, e *Shard) error { return StatShard(d.root, path, e) }
+func (d dirFiles) stat(path string, e *Shard) error { return StatShard(d.pin.root, path, e) }
 
 // StatShard checks the file of shard entry e in the version directory
 // root (an os.Root, which refuses a path or symlink that leaves it): it
@@ -215,12 +223,17 @@ func StatShard(root *os.Root, path string, e *Shard) error {
 	return checkShardInfo(path, e, fi, err)
 }
 
-func (dirFiles) checkSHA256(path string, e *Shard) error {
-	return checkFileSHA256(path, e.ChecksumSHA256)
+func (d dirFiles) checkSHA256(path string, e *Shard) error {
+	f, err := d.pin.open(e.RelativePath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return checkSHA256(f, path, e.ChecksumSHA256)
 }
 
-func (dirFiles) open(path string, _ *Shard) (shardFile, *shard.Reader, error) {
-	f, err := os.Open(path)
+func (d dirFiles) open(path string, e *Shard) (shardFile, *shard.Reader, error) {
+	f, err := d.pin.open(e.RelativePath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -566,13 +579,8 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 	return sr, nil
 }
 
-// checkFileSHA256 compares the sha256 of the file at path with want.
-func checkFileSHA256(path, want string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// checkSHA256 compares the sha256 of f, the file at path, with want.
+func checkSHA256(f *os.File, path, want string) error {
 	got, err := ReaderSHA256(context.Background(), f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -742,6 +750,8 @@ func (r *Reader) Close() error {
 	}
 	r.readersLock.Release() // nil-safe
 	r.readersLock = nil
+	r.pin.close() // nil-safe
+	r.pin = nil
 	return errors.Join(errs...)
 }
 

@@ -61,3 +61,84 @@ func LockForReading(dir string) (*lockfile.Lock, error) {
 	}
 	return nil, err
 }
+
+// pinnedDir is a version directory as a reader holds it from Open to
+// Close: a handle on the directory itself (not its name), through which
+// the manifest and every shard are opened, and a shared flock(2) on that
+// directory. A forced rebuild swaps a new directory in under the name
+// (renameat2 RENAME_EXCHANGE) and GC renames a version aside before
+// removing it; both remove the old directory only once they can lock it
+// exclusively (package outputroot), so a reader reads the version it
+// opened, whole, however long it keeps it open, and never a shard of
+// another build that took the name since.
+type pinnedDir struct {
+	dir  string
+	root *os.Root // the directory, opened once; files open relative to it
+	lock *os.File // the same directory, flocked shared; nil where flock is unsupported
+}
+
+// pinAttempts bounds how often pinVersion retries when the name is
+// swapped to another directory between its two opens.
+const pinAttempts = 10
+
+// pinVersion pins the version directory dir: it opens and flocks the
+// directory shared (waiting while a remover holds it), then opens it as
+// an os.Root and checks that both are the same directory, so that the
+// lock covers what is read. A directory removed meanwhile is an error
+// wrapping fs.ErrNotExist; one swapped for another is retried.
+func pinVersion(dir string) (*pinnedDir, error) {
+	for range pinAttempts {
+		f, err := os.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+			// A filesystem without flock on directories: read unpinned
+			// by lock (the handle still pins what is opened through it).
+			f.Close()
+			f = nil
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			if f != nil {
+				f.Close()
+			}
+			return nil, err
+		}
+		if f == nil {
+			return &pinnedDir{dir: dir, root: root}, nil
+		}
+		fi, err1 := f.Stat()
+		ri, err2 := root.Stat(".")
+		if err1 == nil && err2 == nil && os.SameFile(fi, ri) {
+			return &pinnedDir{dir: dir, root: root, lock: f}, nil
+		}
+		root.Close()
+		f.Close()
+	}
+	return nil, fmt.Errorf("%s: replaced %d times while being opened", dir, pinAttempts)
+}
+
+// open opens the file name of the pinned directory; errors name its path.
+func (p *pinnedDir) open(name string) (*os.File, error) {
+	f, err := p.root.Open(name)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		pe.Path = filepath.Join(p.dir, name)
+	}
+	return f, err
+}
+
+// close drops the handles and the lock; it is safe on nil and twice.
+func (p *pinnedDir) close() {
+	if p == nil {
+		return
+	}
+	if p.root != nil {
+		p.root.Close()
+		p.root = nil
+	}
+	if p.lock != nil {
+		p.lock.Close()
+		p.lock = nil
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"warehouse-etl/config"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
+	"warehouse-etl/warehouse"
 )
 
 const buildSynopsis = `--config FILE [flags]
@@ -187,12 +188,29 @@ func metricsOnExit(ctx context.Context, stderr io.Writer, command, path, configP
 	}
 }
 
-// diskFull adds what to do to an out-of-space error.
+// diskFull adds what to do to an out-of-space error, saying exactly what
+// gc does with what the build left: the staging directories keep their
+// complete shards for the rerun, and gc removes one only once untouched
+// for --keep-days (outputroot.GC).
 func diskFull(err error, cfg *config.Config) error {
-	if errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("%w\nthe filesystem of output_root %s is full: nothing was published and the build's temporary directory was removed (complete staged shards are kept for the rerun); free space (warehouse-etl gc) or point output_root elsewhere", err, cfg.Resolve(cfg.OutputRoot))
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
 	}
-	return err
+	root := cfg.Resolve(cfg.OutputRoot)
+	staged, _ := filepath.Glob(filepath.Join(root, ".v*"+outputroot.StagingSuffix))
+	kept := []string{"complete staged shards are kept for the rerun"}
+	if len(staged) > 0 {
+		kept = kept[:0]
+	}
+	for _, st := range staged {
+		version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(st), "."), outputroot.StagingSuffix)
+		if _, err := os.Stat(filepath.Join(root, version, warehouse.ManifestName)); err == nil {
+			kept = append(kept, fmt.Sprintf("the staging directory %s: gc removes it (its version is published; a WAREHOUSE_CLEAR=1 rerun starts it afresh)", st))
+		} else {
+			kept = append(kept, fmt.Sprintf("the staging directory %s (its complete shards make the rerun cheaper): gc removes it only once untouched for --keep-days", st))
+		}
+	}
+	return fmt.Errorf("%w\nthe filesystem of output_root %s is full: nothing was published and the build's temporary directory was removed; %s. Free space (warehouse-etl gc --output-root %s --keep N removes old versions) or point output_root elsewhere", err, root, strings.Join(kept, "; "), root)
 }
 
 // interrupted adds to the error of a build stopped by SIGINT/SIGTERM that

@@ -23,6 +23,7 @@ const (
 	exitDrift       = 6
 	exitFindings    = 7
 	exitIncomplete  = 8
+	exitPublished   = 9
 	exitInterrupted = 130
 )
 
@@ -45,6 +46,7 @@ func exitCode(ctx context.Context, err error) int {
 		usage     usageError
 		config    *pipeline.ConfigError
 		partial   *pipeline.IncompleteError
+		published *outputroot.PublishedError
 	)
 	switch {
 	case err == nil:
@@ -59,6 +61,8 @@ func exitCode(ctx context.Context, err error) int {
 		return exitStale
 	case errors.As(err, &partial):
 		return exitIncomplete
+	case errors.As(err, &published):
+		return exitPublished
 	case errors.Is(err, outputroot.ErrLocked):
 		return exitLocked
 	case errors.As(err, &drift):

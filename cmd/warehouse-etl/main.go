@@ -71,6 +71,8 @@ exit codes:
   7    verify found problems: do not train on this version (the output says what to run next)
   8    commit: some shards are not built or do not check out (the output names the
        partitions to rerun): nothing was published
+  9    build/commit: the version is published and complete, but a step after it
+       failed (fsync of the root, moving latest): rerun the build to finish
   130  interrupted (SIGINT/SIGTERM): nothing was published
 
 Run 'warehouse-etl <command> -h' (or 'warehouse-etl help <command>') for a command's flags;

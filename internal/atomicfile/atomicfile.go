@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"warehouse-etl/internal/fsfault"
 )
 
 // Write replaces path with data so that a reader of path sees the old
@@ -25,7 +27,7 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	if _, err := f.Write(data); err != nil {
+	if _, err := (fsfault.File{File: f}).Write(data); err != nil {
 		f.Close()
 		return err
 	}
@@ -33,14 +35,14 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsfault.SyncFile(f); err != nil {
 		f.Close()
 		return fmt.Errorf("fsync %s: %w", f.Name(), err)
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := fsfault.RenameFile(f.Name(), path); err != nil {
 		return err
 	}
 	return Sync(dir)
@@ -55,11 +57,11 @@ func WriteSynced(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := (fsfault.File{File: f}).Write(data); err != nil {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsfault.SyncFile(f); err != nil {
 		f.Close()
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
@@ -74,7 +76,7 @@ func Sync(path string) error {
 		return err
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := fsfault.SyncFile(f); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return nil

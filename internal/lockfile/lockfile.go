@@ -81,7 +81,33 @@ type Lock struct{ f *os.File }
 // does not exist. A lock another process holds gives a *HeldError (it
 // wraps ErrHeld); ctx ends a wait early with ctx's error. Errors opening
 // the file are returned as os.OpenFile gives them.
+//
+// A lock file may be removed by the holder of its lock (gc removes a
+// collected version's): a process that opened the file before and locks
+// it after the removal holds a lock nobody else sees, so Acquire checks
+// that the file it locked is still the one at path, and starts over with
+// a fresh file when it is not.
 func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
+	for {
+		l, err := acquire(ctx, path, opts)
+		if err != nil || l.current(path) {
+			return l, err
+		}
+		l.Release()
+	}
+}
+
+// current reports whether the locked file is still the one at path.
+func (l *Lock) current(path string) bool {
+	fi, err := l.f.Stat()
+	if err != nil {
+		return false
+	}
+	pi, err := os.Lstat(path)
+	return err == nil && os.SameFile(fi, pi)
+}
+
+func acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 	f, err := open(path, opts.ReadOnly)
 	if err != nil {
 		return nil, err

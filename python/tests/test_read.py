@@ -79,6 +79,42 @@ class ReadMatchesGo(unittest.TestCase):
         wh2 = pickle.loads(pickle.dumps(wh))
         self.assertEqual(raw(wh2.read_batch([0, 3])["images"]), raw(a["images"]))
 
+    def test_reads_the_directory_it_opened(self):
+        """A Warehouse reads the version directory it opened, through a handle, whatever
+        takes its name later (a forced rebuild swaps a new directory in), and holds a shared
+        flock on that directory until close, which `warehouse-etl` needs exclusively to
+        remove it. An unpickled copy refuses a name that is now another directory."""
+        import fcntl
+        import pickle
+        import shutil
+        import tempfile
+        fx = fixture(self, "f16")
+        with tempfile.TemporaryDirectory() as tmp:
+            v = os.path.join(tmp, os.path.basename(os.path.normpath(fx["dir"])))
+            shutil.copytree(fx["dir"], v)
+            wh = warehouse_etl.open(v)
+            want = raw(wh.read_batch([0])["images"])
+            copy = pickle.dumps(wh)
+            fd = os.open(v, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                with self.assertRaises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
+            os.rename(v, v + ".aside")  # what a forced rebuild's swap does to the name
+            shutil.copytree(v + ".aside", v)
+            last = len(wh) - 1
+            self.assertEqual(raw(wh.read_batch([0])["images"]), want)
+            wh.read_batch([last])  # a shard first opened after the swap: the old directory's
+            with self.assertRaisesRegex(warehouse_etl.WarehouseError, "replaced by another build"):
+                pickle.loads(copy).read_batch([0])
+            wh.close()
+            fd = os.open(v + ".aside", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once closed
+            finally:
+                os.close(fd)
+
     def test_open_holds_the_readers_lock(self):
         """While a Warehouse is open it holds the version's readers lock shared, so
         `warehouse-etl gc` (which needs it exclusively) leaves the version alone."""

@@ -212,12 +212,20 @@ def _manifest_digest(raw):
     return (hashlib.sha256(raw).hexdigest() + "  " + MANIFEST_NAME + "\n").encode()
 
 
-def _check_manifest_digest(directory, raw):
+def open_in(directory, name, dir_fd=None):
+    """Open file ``name`` of a version directory for reading: relative to ``dir_fd``, the
+    directory a reader pinned at open (whatever build took its name since), or by path."""
+    if dir_fd is None:
+        return open(go_join(directory, name), "rb")
+    return open(name, "rb", opener=lambda p, flags: os.open(p, flags, dir_fd=dir_fd))
+
+
+def _check_manifest_digest(directory, raw, dir_fd=None):
     """Compare directory/manifest.json.sha256 with the manifest bytes (Go:
     checkManifestDigest). Returns whether the digest exists; raises on damage."""
     digest_name = go_join(directory, MANIFEST_DIGEST_NAME)
     try:
-        with open(digest_name, "rb") as f:
+        with open_in(directory, MANIFEST_DIGEST_NAME, dir_fd) as f:
             want = _manifest_digest(raw)
             got = f.read(len(want) + 1)
     except FileNotFoundError:
@@ -237,17 +245,18 @@ def _check_manifest_digest(directory, raw):
     return True
 
 
-def read_manifest(directory):
+def read_manifest(directory, dir_fd=None):
     """Load and check ``directory/manifest.json``: its detached digest first
     (manifest.json.sha256, required when the manifest records file checksums),
-    then the manifest itself; errors name the file (the Go reader's words)."""
+    then the manifest itself; errors name the file (the Go reader's words). With
+    ``dir_fd``, both are opened relative to that directory handle."""
     name = go_join(directory, MANIFEST_NAME)
     try:
-        with open(name, "rb") as f:
+        with open_in(directory, MANIFEST_NAME, dir_fd) as f:
             raw = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as e:
         raise WarehouseError(f"open {name}: {go_errno(e)}") from None
-    sealed = _check_manifest_digest(directory, raw)
+    sealed = _check_manifest_digest(directory, raw, dir_fd)
     try:
         m = parse_manifest(raw)
     except ValueError as e:

@@ -55,11 +55,12 @@ def shard_version_problem(entry, layout):
     return ""
 
 
-def stat_shard(directory, path, entry):
+def stat_shard(directory, path, entry, dir_fd=None):
     """The shard file exists inside the version directory, is a regular file and has the
-    recorded size (Go: statShard; a symlink leaving the directory is refused)."""
+    recorded size (Go: statShard; a symlink leaving the directory is refused). With
+    ``dir_fd`` the file is the one in that pinned directory handle."""
     try:
-        st = os.stat(path)
+        st = os.stat(path) if dir_fd is None else os.stat(entry["relative_path"], dir_fd=dir_fd)
     except FileNotFoundError:
         if os.path.islink(path):
             raise WarehouseError(f"{path}: statat {entry['relative_path']}: path escapes from parent") from None

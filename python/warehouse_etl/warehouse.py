@@ -11,6 +11,7 @@ check) and reads.
 import builtins
 import hashlib
 import logging
+import mmap
 import os
 import threading
 import time
@@ -99,15 +100,24 @@ class Warehouse:
             raise ValueError(f"verify_samples={verify_samples!r}: want True (first read), 'always' or False")
         self.dir = resolve_dir(path)
         self._readers_lock = _lock_for_reading(self.dir)
-        m = read_manifest(self.dir)
-        check_thresholds(self.dir, m, thresholds, ignore_thresholds)
+        # Everything is read through the pinned directory: the version this reader
+        # opened, whatever build takes its name later (_pin_dir).
+        fd = _pin_dir(self.dir)
         try:
-            layout = manifest_layout(m)
-        except ValueError as e:
-            raise WarehouseError(f"{go_join(self.dir, 'manifest.json')}: manifest invalid: {e}") from None
-        self._init(self.dir, m, layout, verify_checksums, verify_samples)
-        for sh in self._shards:
-            stat_shard(self.dir, sh.path, sh.entry)
+            m = read_manifest(self.dir, fd)
+            check_thresholds(self.dir, m, thresholds, ignore_thresholds)
+            try:
+                layout = manifest_layout(m)
+            except ValueError as e:
+                raise WarehouseError(f"{go_join(self.dir, 'manifest.json')}: manifest invalid: {e}") from None
+            self._init(self.dir, m, layout, verify_checksums, verify_samples)
+            for sh in self._shards:
+                stat_shard(self.dir, sh.path, sh.entry, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        st = os.fstat(fd)
+        self._dir_fd, self._dir_pid, self._dir_id = fd, os.getpid(), (st.st_dev, st.st_ino)
         log.info("warehouse opened: %s version %s, %d samples in %d shards, %s", self.dir, m["version"][:16],
                  len(self), len(self._shards), m["default_dtype"])
 
@@ -128,15 +138,34 @@ class Warehouse:
         self.mean = list(t["mean"]) if t.get("mean") else None
         self.std = list(t["std"]) if t.get("std") else None
         self._lock = threading.Lock()
+        self._dir_fd = self._dir_pid = self._dir_id = None
 
-    # Pickling: the checked manifest travels, the handles do not.
+    # Pickling: the checked manifest travels, the handles do not; the copy checks that
+    # the directory it reopens is still the one opened (_dir).
     def __getstate__(self):
         return {"dir": self.dir, "manifest": self.manifest, "layout": self.layout,
-                "verify_checksums": self.verify_checksums, "verify_samples": self.verify_samples}
+                "verify_checksums": self.verify_checksums, "verify_samples": self.verify_samples,
+                "dir_id": self._dir_id}
 
     def __setstate__(self, state):
         self._init(state["dir"], state["manifest"], state["layout"], state["verify_checksums"],
                    state.get("verify_samples", True))
+        self._dir_id = state.get("dir_id")
+
+    def _dir(self):
+        """The pinned version directory's fd (inherited across fork). An unpickled copy
+        pins the directory again and refuses one that is not the directory the original
+        opened (a forced rebuild replaced it): an error, never another build's shards."""
+        if self._dir_fd is not None:
+            return self._dir_fd
+        fd = _pin_dir(self.dir)
+        st = os.fstat(fd)
+        if self._dir_id is not None and (st.st_dev, st.st_ino) != tuple(self._dir_id):
+            os.close(fd)
+            raise WarehouseError(f"{self.dir}: replaced by another build since this warehouse was opened: "
+                                 f"open it again")
+        self._dir_fd, self._dir_pid = fd, os.getpid()
+        return fd
 
     def __len__(self):
         return self._n
@@ -201,6 +230,9 @@ class Warehouse:
                 if sh.fd is not None and sh.pid == os.getpid():
                     os.close(sh.fd)
                 sh.fd = sh.pid = sh.mmap = None
+            if self._dir_fd is not None and self._dir_pid == os.getpid():
+                os.close(self._dir_fd)  # releases the directory's flock
+            self._dir_fd = self._dir_pid = None
 
     def _shard(self, k):
         """Shard k, opened and checked in this process (reopened after a fork)."""
@@ -216,10 +248,11 @@ class Warehouse:
                 sh.fd = sh.mmap = None
             t0 = time.perf_counter()
             try:
+                dir_fd = self._dir()
                 if self.verify_checksums:
-                    _check_sha256(sh.path, sh.entry["checksum_sha256"])
+                    _check_sha256(sh.path, sh.entry, dir_fd)
                 try:
-                    fd = os.open(sh.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    fd = os.open(sh.entry["relative_path"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
                 except OSError as e:
                     raise WarehouseError(f"open {sh.path}: {go_errno(e)}") from None
                 try:
@@ -284,7 +317,8 @@ class Warehouse:
         k, j = self._locate(i)
         sh = self._shard(k)
         if sh.mmap is None:
-            sh.mmap = np.memmap(sh.path, dtype=np.uint8, mode="r")
+            # Mapped from the open fd, not the path: the file this reader opened.
+            sh.mmap = np.frombuffer(mmap.mmap(sh.fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
         raw, s, l = sh.mmap, sh.sections, self.layout
         img = raw[s["image"] + j * l.image_bytes:s["image"] + (j + 1) * l.image_bytes]
         box = raw[s["boxes"] + j * l.box_bytes:s["boxes"] + (j + 1) * l.box_bytes]
@@ -468,9 +502,40 @@ def _lock_for_reading(directory):
     return f
 
 
-def _check_sha256(path, want):
+def _pin_dir(directory):
+    """An fd on the version directory, flocked shared (Go: warehouse's pinnedDir): the
+    reader opens the manifest and every shard relative to it, so it reads the version it
+    opened whatever build takes the name later; ``warehouse-etl`` removes a replaced or
+    collected version only once it can lock the directory exclusively. The name must
+    still be this directory once the lock is held (retried a few times if it was
+    swapped meanwhile)."""
+    import fcntl
+
+    for _ in range(10):
+        try:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise WarehouseError(f"open {directory}: {go_errno(e)}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            return fd  # no flock on this filesystem's directories: pinned by the handle only
+        try:
+            now = os.stat(directory)
+        except OSError as e:
+            os.close(fd)
+            raise WarehouseError(f"open {directory}: {go_errno(e)}") from None
+        held = os.fstat(fd)
+        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)
+    raise WarehouseError(f"{directory}: replaced 10 times while being opened")
+
+
+def _check_sha256(path, entry, dir_fd):
+    want = entry["checksum_sha256"]
     h = hashlib.sha256()
-    with builtins.open(path, "rb") as f:
+    with builtins.open(entry["relative_path"], "rb", opener=lambda p, fl: os.open(p, fl, dir_fd=dir_fd)) as f:
         while True:
             chunk = f.read(1 << 20)
             if not chunk:

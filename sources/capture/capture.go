@@ -13,7 +13,7 @@
 // natural order (run_2 before run_10). Folders without labels/, folders
 // whose name starts with "." or "_", and symbolic links are not runs; the
 // root itself never is. Samples of a run are its labels/*.json files
-// (regular files whose name does not start with "."), ordered by frame_id,
+// (whose name does not start with "."), ordered by frame_id,
 // then by natural file name; labels without a usable frame_id follow, and
 // files that are not JSON objects come last. The file counter in a name
 // and frame_id need not agree.
@@ -24,7 +24,9 @@
 //	missing_image       image_present is false, or image is absent or ""
 //	path_escape         image is absolute or leaves the run folder after
 //	                    cleaning ("../x.png"); symbolic links inside the run
-//	                    are followed and not checked
+//	                    are followed and not checked; or the label file
+//	                    itself is a symbolic link (or not a regular file),
+//	                    which is not followed
 //	missing_file        the image does not exist or is not a regular file
 //	decode_error        the image header cannot be read (unknown format,
 //	                    corrupt or truncated header, zero size) or the file
@@ -210,11 +212,18 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 	var out []labelFile
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || !isLabelName(name) {
+		if !isLabelName(name) || e.IsDir() {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if !e.Type().IsRegular() {
+			// A symbolic link (or a device, a FIFO) is not followed: a
+			// path_escape sample, counted, not a file that silently is
+			// no sample.
+			out = append(out, labelFile{name: name, label: label{rank: rankUnparseable, imagePresent: true, notRegular: true}})
+			continue
 		}
 		data, tooBig, err := sources.ReadCapped(filepath.Join(dir, name), s.opts.MaxLabelBytes)
 		if err != nil {
@@ -268,6 +277,8 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 		smp.ImagePath = path.Join(run, img)
 	}
 	switch {
+	case l.notRegular:
+		reasons = append(reasons, validate.ReasonPathEscape)
 	case l.rank == rankUnparseable || l.imageWrongType:
 		// bad_schema already says it; whether the label names an image
 		// is unknown (it may, just not as a string).

@@ -69,7 +69,10 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if !e.Type().IsRegular() {
+			// A label that is a symbolic link is a (path_escape) sample:
+			// listed as the link itself, never followed.
+			labelLink := sub == "labels" && isLabelName(e.Name()) && !e.IsDir() && !e.Type().IsRegular()
+			if !e.Type().IsRegular() && !labelLink {
 				continue
 			}
 			info, err := e.Info()
@@ -82,6 +85,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 			switch {
 			case sub == "images":
 				listed[path.Join(sub, e.Name())] = true
+			case labelLink:
 			case isLabelName(e.Name()):
 				img, err := s.namedImage(filepath.Join(runDir, sub, e.Name()))
 				if err != nil {

@@ -42,6 +42,7 @@ type label struct {
 	entries        int    // entries in the label list, well-formed or not
 	boxes          []labelBox
 	badSchema      bool
+	notRegular     bool // the label file is a symbolic link or not a regular file: not read
 }
 
 // labelBox is one well-formed entry of the label list, not yet checked.
