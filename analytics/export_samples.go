@@ -53,11 +53,12 @@ var samplesSchema = arrow.NewSchema([]arrow.Field{
 		int64Field("resized_width", false), int64Field("resized_height", false),
 		int64Field("pad_x", false), int64Field("pad_y", false),
 	),
+	stringField("detail", true),
 }, nil)
 
 // samplesBuilders are the typed column builders of samplesSchema.
 type samplesBuilders struct {
-	version, source, labelPath, imagePath, errorMsg, shard          *array.StringBuilder
+	version, source, labelPath, imagePath, errorMsg, shard, detail  *array.StringBuilder
 	seq, sourceIndex, frame, unixTimeNs, width, height, kept, index *array.Int64Builder
 	shardIndex, boxCount, boxesDropped                              *array.Int64Builder
 	simTime                                                         *array.Float64Builder
@@ -82,7 +83,7 @@ func newSamplesBuilders(rb *array.RecordBuilder) *samplesBuilders {
 		width: i64(9), height: i64(10), kept: i64(11), reasons: rb.Field(12).(*array.ListBuilder),
 		errorMsg: str(13), index: i64(14), shard: str(15), shardIndex: i64(16), boxCount: i64(17),
 		boxesDropped: i64(18), classIndex: rb.Field(19).(*array.ListBuilder), boxes: rb.Field(20).(*array.ListBuilder),
-		letterbox: rb.Field(21).(*array.StructBuilder),
+		letterbox: rb.Field(21).(*array.StructBuilder), detail: str(22),
 	}
 	b.reasonValues = b.reasons.ValueBuilder().(*array.StringBuilder)
 	b.classIndexValues = b.classIndex.ValueBuilder().(*array.Int64Builder)
@@ -299,6 +300,7 @@ func (b *samplesBuilders) appendSample(version string, s *records.SampleLine, kb
 	} else {
 		b.letterbox.AppendNull()
 	}
+	appendNullableString(b.detail, s.Detail)
 }
 
 func kbDropped(kb *keptBoxes) int64 {

@@ -1,6 +1,7 @@
 package yolo
 
 import (
+	"fmt"
 	"errors"
 	"math"
 	"slices"
@@ -43,6 +44,7 @@ type label struct {
 	lines      int               // non-blank lines
 	boxes      []labelBox        // usable lines, duplicates dropped, in file order
 	reasons    []validate.Reason // bad_schema, unknown_class, invalid_bbox, each at most once
+	details    validate.Details  // each reason's first line, in words
 	duplicates int               // lines dropped as exact duplicates of an earlier line
 }
 
@@ -65,6 +67,7 @@ type parser struct {
 	values     []float64
 	keys       []dedupKey            // the first dedupScan usable lines of the file
 	index      map[dedupKey]struct{} // every usable line, once there are dedupScan
+	lineNo     int                   // the line being read, from 1
 }
 
 // dedupKey identifies a usable line for the duplicate check: its class,
@@ -124,6 +127,7 @@ func (p *parser) parse(text string) label {
 		l.boxes = make([]labelBox, 0, min(strings.Count(text, "\n")+1, len(text)/10))
 	}
 	p.keys = p.keys[:0]
+	p.lineNo = 0
 	clear(p.index)
 	for text != "" {
 		line := text
@@ -135,6 +139,7 @@ func (p *parser) parse(text string) label {
 		// A lone "\r" ends a line too; "\r\n" leaves an empty one.
 		for {
 			part, rest, cr := strings.Cut(line, "\r")
+			p.lineNo++
 			p.fields = splitFields(part, p.fields[:0])
 			if len(p.fields) > 0 {
 				l.lines++
@@ -153,22 +158,26 @@ func (p *parser) parse(text string) label {
 func (p *parser) line(l *label) {
 	kind := p.kind(len(p.fields))
 	class, classOK := parseClass(p.fields[0])
-	if kind == lineBad || !classOK {
-		l.add(validate.ReasonBadSchema)
+	if kind == lineBad {
+		l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("%d fields", len(p.fields))))
+		return
+	}
+	if !classOK {
+		l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("class %q is not an integer", p.fields[0])))
 		return
 	}
 	p.values = p.values[:0]
 	for _, f := range p.fields[1:] {
 		v, ok := parseNumber(f)
 		if !ok {
-			l.add(validate.ReasonBadSchema)
+			l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("%q is not a number", f)))
 			return
 		}
 		p.values = append(p.values, v)
 	}
 	usable := true
 	if class < 0 || class >= p.nc {
-		l.add(validate.ReasonUnknownClass)
+		l.add(validate.ReasonUnknownClass, p.where(fmt.Sprintf("class %d, data.yaml names %d classes", class, p.nc)))
 		usable = false
 	}
 	var norm [4]float64
@@ -179,7 +188,7 @@ func (p *parser) line(l *label) {
 		norm, ok = centreBox(p.values[:4])
 	}
 	if !ok {
-		l.add(validate.ReasonInvalidBBox)
+		l.add(validate.ReasonInvalidBBox, p.where(fmt.Sprintf("%v: no width or height, or not finite", p.values)))
 		usable = false
 	}
 	if !usable {
@@ -241,10 +250,16 @@ func (p *parser) kind(n int) lineKind {
 }
 
 // add records a reason once.
-func (l *label) add(r validate.Reason) {
+func (l *label) add(r validate.Reason, detail string) {
 	if !slices.Contains(l.reasons, r) {
 		l.reasons = append(l.reasons, r)
 	}
+	l.details.Note(r, detail)
+}
+
+// where prefixes detail with the line being read.
+func (p *parser) where(detail string) string {
+	return fmt.Sprintf("line %d: %s", p.lineNo, detail)
 }
 
 // centreBox turns cx, cy, w, h into x0, y0, x1, y1.
