@@ -1,8 +1,8 @@
 package yolo
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
