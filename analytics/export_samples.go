@@ -270,7 +270,7 @@ func (b *samplesBuilders) appendSample(version string, s *records.SampleLine, kb
 	appendNullableString(b.errorMsg, s.Error)
 	appendNullableInt64(b.index, s.Index, s.Kept)
 	appendNullableString(b.shard, s.Shard)
-	appendNullableInt64(b.shardIndex, s.ShardIndex, s.Kept)
+	appendNullableInt64(b.shardIndex, s.ShardIndex, s.Kept && s.Shard != "") // a plan that was not built has no shards
 	b.boxCount.Append(s.BoxCount)
 	appendNullableInt64(b.boxesDropped, kbDropped(kb), kb != nil && kb.dropped >= 0)
 	b.classIndex.Append(true)
@@ -309,3 +309,44 @@ func kbDropped(kb *keptBoxes) int64 {
 	}
 	return kb.dropped
 }
+
+// PlanSamplesWriter writes the samples.parquet of a plan that was not
+// built (a build that failed its thresholds, warehouse-etl validate): the
+// same columns as a version's, from samples.jsonl lines that name no shard,
+// so boxes and boxes_dropped are empty and shard and shard_index null.
+type PlanSamplesWriter struct {
+	version string
+	out     *parquetFile
+	b       *samplesBuilders
+}
+
+// NewPlanSamplesWriter creates dir/samples.parquet for version; Close
+// finishes it, Abort removes it.
+func NewPlanSamplesWriter(dir, version string) (*PlanSamplesWriter, error) {
+	out, err := createParquet(dir, warehouse.SamplesParquetName, samplesSchema)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanSamplesWriter{version: version, out: out, b: newSamplesBuilders(out.rb)}, nil
+}
+
+// Write appends one sample.
+func (w *PlanSamplesWriter) Write(s *records.SampleLine) error {
+	w.b.appendSample(w.version, s, nil)
+	return w.out.endRow()
+}
+
+// Close finishes the file and renames it into place.
+func (w *PlanSamplesWriter) Close() error {
+	if err := w.out.finish(); err != nil {
+		return err
+	}
+	if err := w.out.publish(); err != nil {
+		return err
+	}
+	w.out.rb.Release()
+	return nil
+}
+
+// Abort removes the unfinished file.
+func (w *PlanSamplesWriter) Abort() { w.out.abort() }

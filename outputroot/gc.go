@@ -124,8 +124,9 @@ type GCReport struct {
 
 var versionDirName = regexp.MustCompile(`^v[0-9a-f]{16}$`)
 
-// GC removes old versions under an output root and the temporary
-// directories no running build owns (CleanTemporary). It keeps the
+// GC removes old versions under an output root, the temporary
+// directories no running build owns (CleanTemporary) and the reports of
+// failed builds (FailedDir). It keeps the
 // newest opts.Keep versions (newest by the manifest's created_at_ms, then
 // name), those younger than opts.KeepFor, the target of "latest", a
 // version being built (its build lock is held) and a version a reader has
@@ -152,6 +153,9 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		return rep, err
 	}
 	if err := cleanStaging(s, entries, opts, rep); err != nil {
+		return rep, err
+	}
+	if err := cleanFailed(s, entries, opts.DryRun, rep); err != nil {
 		return rep, err
 	}
 	latest, _ := s.Latest()

@@ -134,8 +134,8 @@ func newBuilder(opts Options) (*builder, error) {
 // BuildPartition runs prepare and shards for its range; Commit runs them
 // all with the partitions' shards in place of its own.
 
-// Build runs the whole pipeline. Errors are *validate.ThresholdError (exit
-// 3), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
+// Build runs the whole pipeline. Errors are *RejectedError (a
+// *validate.ThresholdError, exit 3, with its report), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
 // cancellation, or another error naming what failed.
 func Build(ctx context.Context, opts Options) (*Result, error) {
 	b, err := newBuilder(opts)
@@ -199,6 +199,9 @@ func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, sta
 	b.log.Info(what+" started", "version", b.id.String(), "dir", final, "workers", b.workers)
 	rep := newReport(b, start)
 	scan, sp, err := b.prepare(ctx, tmp, rep)
+	if te := (*validate.ThresholdError)(nil); errors.As(err, &te) && scan != nil {
+		return nil, b.reject(ctx, scan, te.Findings)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +236,9 @@ func (b *builder) published(final string) (*warehouse.Manifest, error) {
 
 // prepare is the first stage: it scans the source into dir (the spill and
 // the source fingerprint), checks the thresholds on the scan's summary (a
-// failing limit is a *validate.ThresholdError before any shard is written)
-// and divides the plan into shards. The config, the thresholds with their
+// failing limit is a *validate.ThresholdError before any shard is written,
+// returned with the scan, from which version writes the report) and divides
+// the plan into shards. The config, the thresholds with their
 // overrides and the source are the builder's (newBuilder).
 func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanResult, shardPlan, error) {
 	scan, err := b.scanPass(ctx, dir, rep)
@@ -245,7 +249,7 @@ func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanRe
 	failed, _ := b.thresholds.Check(scan.summary.Result().Total)
 	rep.Phases.Validate += time.Since(v0).Seconds()
 	if len(failed) > 0 {
-		return nil, shardPlan{}, &validate.ThresholdError{Findings: failed}
+		return scan, shardPlan{}, &validate.ThresholdError{Findings: failed}
 	}
 	return scan, b.shardPlan(scan), nil
 }
@@ -323,6 +327,10 @@ func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehous
 	commitSeconds := b.now().Sub(sealed).Seconds()
 	if err := os.RemoveAll(st.dir); err != nil {
 		b.log.Warn("removing the staging directory", "dir", st.dir, "err", err)
+	}
+	// The report of an earlier failed build of this version is spent.
+	if err := os.RemoveAll(filepath.Join(b.outRoot, outputroot.FailedDir(b.id.DirName()))); err != nil {
+		b.log.Warn("removing the report of an earlier failed build", "err", err)
 	}
 	_, warned := b.thresholds.Check(m.Summary.Total)
 	for _, f := range warned {

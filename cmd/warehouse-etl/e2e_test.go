@@ -132,9 +132,11 @@ func versionDirs(t *testing.T, outRoot string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		// Lock files, and the staging directory an unfinished build keeps
-		// for its rerun: neither is a version.
-		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") && !strings.HasSuffix(e.Name(), ".staging") {
+		// Lock files, the staging directory an unfinished build keeps
+		// for its rerun, and the report a build that failed its
+		// thresholds leaves: none is a version.
+		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") && !strings.HasSuffix(e.Name(), ".staging") &&
+			!strings.HasSuffix(e.Name(), ".failed") {
 			names = append(names, e.Name())
 		}
 	}
