@@ -144,6 +144,9 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	if err != nil {
 		return nil, err
 	}
+	if res.inputs == 0 {
+		return nil, b.emptySourceError()
+	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
