@@ -134,17 +134,20 @@ func (d Dir) Publish(temp, name string) error {
 }
 
 // Latest reads the "latest" symlink.
-func (d Dir) Latest() (string, error) { return os.Readlink(d.Path(warehouse.LatestName)) }
+func (d Dir) Latest() (string, error) { return d.Pointer(warehouse.LatestName) }
 
-// SetLatest makes a symlink ".latest.tmp-<name>" -> name and renames it
-// over "latest".
-func (d Dir) SetLatest(name string) error {
-	tmpLink := d.Path("." + warehouse.LatestName + tmpInfix + name)
+// SetLatest points "latest" at name (SetPointer).
+func (d Dir) SetLatest(name string) error { return d.SetPointer(warehouse.LatestName, name) }
+
+// SetPointer makes a symlink ".<pointer>.tmp-<name>" -> name and renames it
+// over pointer ("latest", "latest-<config>").
+func (d Dir) SetPointer(pointer, name string) error {
+	tmpLink := d.Path("." + pointer + tmpInfix + name)
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(name, tmpLink); err != nil {
 		return err
 	}
-	if err := os.Rename(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+	if err := os.Rename(tmpLink, d.Path(pointer)); err != nil {
 		return err
 	}
 	return atomicfile.Sync(d.root())

@@ -1,8 +1,8 @@
 package outputroot
 
 import (
-	"fmt"
 	"regexp"
+	"time"
 )
 
 // FailedSuffix names the report a build that failed its thresholds leaves
@@ -28,24 +28,11 @@ func cleanFailed(s Storage, entries []Entry, dryRun bool, rep *GCReport) error {
 			continue
 		}
 		v := m[1]
-		lock, ok, err := tryLock(s, "."+v+buildLockSuffix)
+		err := removeIdle(s, e.Name, v, dryRun, rep, "a build of "+v+" is running",
+			func(time.Time) (string, string) { return "report of a failed build of " + v, "" })
 		if err != nil {
 			return err
 		}
-		if !ok {
-			rep.Kept = append(rep.Kept, Kept{e.Name, "a build of " + v + " is running"})
-			continue
-		}
-		bytes, _ := s.Usage(e.Name)
-		r := Removed{Path: s.Path(e.Name), Bytes: bytes, Why: "report of a failed build of " + v}
-		if !dryRun {
-			err = s.Remove(e.Name)
-		}
-		lock.Release()
-		if err != nil {
-			return fmt.Errorf("remove %s: %w", r.Path, err)
-		}
-		rep.Removed = append(rep.Removed, r)
 	}
 	return nil
 }

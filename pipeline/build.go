@@ -175,6 +175,9 @@ type shardsStage func(ctx context.Context, scan *scanResult, sp shardPlan, rep *
 // WAREHOUSE_CLEAR=1 replaces it. Build and Commit both end here, so a
 // partitioned build publishes exactly what a single-machine build does.
 func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, start time.Time, what string, shards shardsStage) (*Result, error) {
+	if err := lock.ForConfig(b.cfg.ConfigName()); err != nil {
+		return nil, &ConfigError{err}
+	}
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
@@ -343,6 +346,7 @@ func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehous
 	final := lock.FinalDir()
 	b.log.Info("build published", "status", status.String(), "dir", final, "samples", m.Samples, "shards", len(m.Shards),
 		"commit_seconds", commitSeconds)
+	b.logPointers(final)
 	return &Result{Status: status, Dir: final, Manifest: m, Report: rep, Warnings: warned}, nil
 }
 
@@ -376,6 +380,7 @@ func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, di
 		b.log.Warn("latest did not name this version, the newest: repaired (a build was interrupted while publishing)", "dir", dir)
 	}
 	b.log.Info("up to date", "dir", dir, "version", m.Version)
+	b.logPointers(dir)
 	return &Result{Status: StatusUpToDate, Dir: dir, Manifest: m, Warnings: warned}, nil
 }
 
@@ -403,6 +408,23 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 		return &validate.ThresholdError{Findings: failed}
 	}
 	return nil
+}
+
+// logPointers says where this config's pointer is, and when latest names
+// another config's version (outputroot/pointers.go): a trainer reading
+// the output root reads that one.
+func (b *builder) logPointers(dir string) {
+	name := b.cfg.ConfigName()
+	if name == "" {
+		return
+	}
+	pointer := filepath.Join(b.outRoot, warehouse.LatestNameFor(name))
+	if target, err := os.Readlink(filepath.Join(b.outRoot, warehouse.LatestName)); err == nil && target != filepath.Base(dir) {
+		b.log.Info("latest names another config's version: read this config's with its own pointer",
+			"latest", target, "pointer", pointer)
+		return
+	}
+	b.log.Debug("pointers", "latest", filepath.Base(dir), "pointer", pointer)
 }
 
 func fileExists(p string) bool {

@@ -193,8 +193,10 @@ func TestBuildDemoEndToEnd(t *testing.T) {
 	if kept != m.Samples {
 		t.Fatalf("%d kept lines, manifest samples %d", kept, m.Samples)
 	}
-	// No temporary or spill files remain.
-	if got := versionDirs(t, outRoot); !slices.Equal(got, []string{"latest", filepath.Base(dir)}) {
+	// No temporary or spill files remain: the version, its owner record,
+	// latest and the config's own pointer (config.jsonc: "config").
+	v := filepath.Base(dir)
+	if got := versionDirs(t, outRoot); !slices.Equal(got, []string{"." + v + ".config", "latest", "latest-config", v}) {
 		t.Fatalf("output root holds %v", got)
 	}
 	entries, _ := os.ReadDir(dir)
