@@ -386,7 +386,7 @@ func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, di
 
 // checkPublished checks a published version against today's sources and
 // thresholds: changed sources are a *StaleError, failed thresholds a
-// *validate.ThresholdError.
+// *RejectedError (a *validate.ThresholdError) whose report is the version.
 func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.Manifest) error {
 	fw := warehouse.NewFingerprintWriter(nil)
 	if err := b.fingerprint(ctx, fw); err != nil {
@@ -405,7 +405,7 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 		return &StaleError{Dir: dir, Change: change}
 	}
 	if failed, _ := b.thresholds.Check(m.Summary.Total); len(failed) > 0 {
-		return &validate.ThresholdError{Findings: failed}
+		return b.rejectPublished(dir, m, failed)
 	}
 	return nil
 }

@@ -39,9 +39,12 @@ type RejectedError struct {
 	// Offending counts every such sample.
 	Offending int64
 	// ReportDir holds the plan's samples.jsonl and samples.parquet
-	// (docs/format/manifest.md, "The report of a failed build"); "" when
-	// none was written.
+	// (docs/format/manifest.md, "The report of a failed build"), or with
+	// Published the version's own; "" when none was written.
 	ReportDir string
+	// Published: the thresholds refused a version published earlier (a
+	// rerun found it up to date); it stays as it is.
+	Published bool
 }
 
 func (e *RejectedError) Error() string { return e.Threshold.Error() }
@@ -324,4 +327,39 @@ func (b *builder) decodeAll(ctx context.Context, scan *scanResult) (map[int64]st
 		return nil, 0, err
 	}
 	return late, decoded, nil
+}
+
+// rejectPublished is the *RejectedError of a published version whose
+// recorded summary fails today's thresholds (a rerun that finds it up to
+// date): its report is the version's own samples.jsonl and
+// samples.parquet, from which the examples are read.
+func (b *builder) rejectPublished(dir string, m *warehouse.Manifest, failed []validate.Finding) error {
+	e := &RejectedError{Threshold: &validate.ThresholdError{Findings: failed}, Summary: m.Summary, ReportDir: dir, Published: true}
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(m.Files.Samples)))
+	if err != nil {
+		b.log.Warn("reading the examples of the rejected version", "err", err)
+		return e
+	}
+	defer f.Close()
+	categories := failedCategories(failed)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), records.MaxSampleLineBytes)
+	for sc.Scan() {
+		line, err := records.DecodeSampleLine(sc.Bytes())
+		if err != nil {
+			b.log.Warn("reading the examples of the rejected version", "err", err)
+			break
+		}
+		reasons := make([]validate.Reason, len(line.Reasons))
+		for i, r := range line.Reasons {
+			reasons[i] = validate.Reason(r)
+		}
+		if offends(reasons, categories) {
+			e.Offending++
+			if len(e.Examples) < MaxExamples {
+				e.Examples = append(e.Examples, *line)
+			}
+		}
+	}
+	return e
 }

@@ -106,6 +106,9 @@ func printRejected(w io.Writer, e *pipeline.RejectedError, outcome string) {
 	if e.ReportDir != "" {
 		printReportDir(w, e.ReportDir)
 	}
+	if e.Published {
+		outcome = "the version was published earlier and stays; today's thresholds refuse its recorded summary"
+	}
 	fmt.Fprintf(w, "  %s; fix the inputs, or raise the threshold in the config (or WAREHOUSE_MAX_*) if these samples may be skipped\n", outcome)
 }
 
@@ -142,6 +145,7 @@ func printExamples(w io.Writer, examples []records.SampleLine, total int64, what
 	}
 }
 
+// printReportDir names the report: dir's samples.jsonl and samples.parquet.
 func printReportDir(w io.Writer, dir string) {
 	fmt.Fprintf(w, "  report    %s/samples.jsonl and samples.parquet: every input sample with its reasons and their causes\n", dir)
 }

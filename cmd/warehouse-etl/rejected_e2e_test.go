@@ -138,6 +138,23 @@ func TestFailedBuildExplainsItself(t *testing.T) {
 		!strings.Contains(v.stdout, "first skipped samples (2 of 2):") {
 		t.Fatalf("validate: exit %d\nstdout:\n%s\nstderr:\n%s", v.code, v.stdout, v.stderr)
 	}
+
+	// A successful build removes the report a failed one left; a rerun
+	// against stricter thresholds explains itself from the version.
+	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet"); res.code != exitThreshold {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	dir, _ := mustBuild(t, cfgPath, map[string]string{"WAREHOUSE_MAX_INVALID_RATIO": "0.5"}, "--quiet")
+	if _, err := os.Stat(report); !os.IsNotExist(err) {
+		t.Errorf("the published build left the report %s (%v)", report, err)
+	}
+	res = runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet")
+	if res.code != exitThreshold || !strings.Contains(res.stderr, "first offending samples (2 of 2):") ||
+		!strings.Contains(res.stderr, "report    "+dir+"/samples.jsonl") ||
+		!strings.Contains(res.stderr, "the version was published earlier and stays") ||
+		!strings.Contains(res.stderr, "bad_schema: invalid JSON: NaN at byte 54") {
+		t.Fatalf("rerun against stricter thresholds: exit %d\n%s", res.code, res.stderr)
+	}
 }
 
 // A late decode failure (a header that decodes, pixels that do not) is
