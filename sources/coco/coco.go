@@ -397,7 +397,7 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		a := s.doc.anns.at(ref.idx)
 		if a.flags&annBadSchema != 0 {
 			reasons = append(reasons, validate.ReasonBadSchema)
-			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation %d of the file: a field is missing or of the wrong type", ref.idx))
+			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): a field is missing or of the wrong type", ref.idx))
 			if a.flags&annCrowd == 0 {
 				boxes++
 			}
@@ -412,17 +412,17 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		ci, known := 0, false
 		if a.flags&annCat == 0 {
 			reasons = append(reasons, validate.ReasonBadSchema)
-			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation %d of the file: no category_id", ref.idx))
+			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): no category_id", ref.idx))
 			ok = false
 		} else if ci, known = s.doc.catIndex[a.cat]; !known {
 			reasons = append(reasons, validate.ReasonUnknownClass)
-			smp.Explain(validate.ReasonUnknownClass, fmt.Sprintf("annotation %d of the file: category_id %d is not in categories", ref.idx, a.cat))
+			smp.Explain(validate.ReasonUnknownClass, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): category_id %d is not in categories", ref.idx, a.cat))
 			ok = false
 		}
 		var px [4]float64
 		if r := boxReason(a, sized, smp.Width, smp.Height, &px); r != "" {
 			reasons = append(reasons, r)
-			smp.Explain(r, fmt.Sprintf("annotation %d of the file: %s", ref.idx, explainBBox(a, r, smp.Width, smp.Height)))
+			smp.Explain(r, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): %s", ref.idx, explainBBox(a, r, smp.Width, smp.Height)))
 			ok = false
 		}
 		if !ok {
