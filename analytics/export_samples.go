@@ -53,11 +53,12 @@ var samplesSchema = arrow.NewSchema([]arrow.Field{
 		int64Field("resized_width", false), int64Field("resized_height", false),
 		int64Field("pad_x", false), int64Field("pad_y", false),
 	),
+	stringField("detail", true),
 }, nil)
 
 // samplesBuilders are the typed column builders of samplesSchema.
 type samplesBuilders struct {
-	version, source, labelPath, imagePath, errorMsg, shard          *array.StringBuilder
+	version, source, labelPath, imagePath, errorMsg, shard, detail  *array.StringBuilder
 	seq, sourceIndex, frame, unixTimeNs, width, height, kept, index *array.Int64Builder
 	shardIndex, boxCount, boxesDropped                              *array.Int64Builder
 	simTime                                                         *array.Float64Builder
@@ -82,7 +83,7 @@ func newSamplesBuilders(rb *array.RecordBuilder) *samplesBuilders {
 		width: i64(9), height: i64(10), kept: i64(11), reasons: rb.Field(12).(*array.ListBuilder),
 		errorMsg: str(13), index: i64(14), shard: str(15), shardIndex: i64(16), boxCount: i64(17),
 		boxesDropped: i64(18), classIndex: rb.Field(19).(*array.ListBuilder), boxes: rb.Field(20).(*array.ListBuilder),
-		letterbox: rb.Field(21).(*array.StructBuilder),
+		letterbox: rb.Field(21).(*array.StructBuilder), detail: str(22),
 	}
 	b.reasonValues = b.reasons.ValueBuilder().(*array.StringBuilder)
 	b.classIndexValues = b.classIndex.ValueBuilder().(*array.Int64Builder)
@@ -269,7 +270,7 @@ func (b *samplesBuilders) appendSample(version string, s *records.SampleLine, kb
 	appendNullableString(b.errorMsg, s.Error)
 	appendNullableInt64(b.index, s.Index, s.Kept)
 	appendNullableString(b.shard, s.Shard)
-	appendNullableInt64(b.shardIndex, s.ShardIndex, s.Kept)
+	appendNullableInt64(b.shardIndex, s.ShardIndex, s.Kept && s.Shard != "") // a plan that was not built has no shards
 	b.boxCount.Append(s.BoxCount)
 	appendNullableInt64(b.boxesDropped, kbDropped(kb), kb != nil && kb.dropped >= 0)
 	b.classIndex.Append(true)
@@ -299,6 +300,7 @@ func (b *samplesBuilders) appendSample(version string, s *records.SampleLine, kb
 	} else {
 		b.letterbox.AppendNull()
 	}
+	appendNullableString(b.detail, s.Detail)
 }
 
 func kbDropped(kb *keptBoxes) int64 {
@@ -307,3 +309,44 @@ func kbDropped(kb *keptBoxes) int64 {
 	}
 	return kb.dropped
 }
+
+// PlanSamplesWriter writes the samples.parquet of a plan that was not
+// built (a build that failed its thresholds, warehouse-etl validate): the
+// same columns as a version's, from samples.jsonl lines that name no shard,
+// so boxes and boxes_dropped are empty and shard and shard_index null.
+type PlanSamplesWriter struct {
+	version string
+	out     *parquetFile
+	b       *samplesBuilders
+}
+
+// NewPlanSamplesWriter creates dir/samples.parquet for version; Close
+// finishes it, Abort removes it.
+func NewPlanSamplesWriter(dir, version string) (*PlanSamplesWriter, error) {
+	out, err := createParquet(dir, warehouse.SamplesParquetName, samplesSchema)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanSamplesWriter{version: version, out: out, b: newSamplesBuilders(out.rb)}, nil
+}
+
+// Write appends one sample.
+func (w *PlanSamplesWriter) Write(s *records.SampleLine) error {
+	w.b.appendSample(w.version, s, nil)
+	return w.out.endRow()
+}
+
+// Close finishes the file and renames it into place.
+func (w *PlanSamplesWriter) Close() error {
+	if err := w.out.finish(); err != nil {
+		return err
+	}
+	if err := w.out.publish(); err != nil {
+		return err
+	}
+	w.out.rb.Release()
+	return nil
+}
+
+// Abort removes the unfinished file.
+func (w *PlanSamplesWriter) Abort() { w.out.abort() }

@@ -23,6 +23,7 @@ import (
 	"warehouse-etl/sources/capture"
 	"warehouse-etl/sources/registry"
 	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // Config is the whole build configuration. JSON names are the file's keys.
@@ -45,6 +46,11 @@ type Config struct {
 	// index); WAREHOUSE_PARTITIONS overrides it. 0: unset.
 	Partitions int  `json:"partitions"`
 	Zarr       Zarr `json:"zarr"`
+	// Name names the config in its output root: its versions' pointer is
+	// latest-<name>, and gc keeps --keep versions of each name
+	// (outputroot/pointers.go). Not part of the version. Empty: the config
+	// file's name without its extension (ConfigName).
+	Name string `json:"name"`
 
 	// Path is the file the config was read from; Dir its directory.
 	Path string `json:"-"`
@@ -126,6 +132,29 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
+// ConfigName is the config's name in its output root: Name, else the
+// config file's base name without its extension ("demo" for demo.jsonc),
+// with characters a pointer name cannot hold replaced by '_'; "" for a
+// config that was not read from a file.
+func (c *Config) ConfigName() string {
+	if c.Name != "" || c.Path == "" {
+		return c.Name
+	}
+	base := filepath.Base(c.Path)
+	base = strings.TrimSuffix(base, filepath.Ext(base))
+	b := []byte(base)
+	for i, ch := range b {
+		ok := ch == '_' || ch == '-' || ch == '.' || ('0' <= ch && ch <= '9') || ('a' <= ch && ch <= 'z') || ('A' <= ch && ch <= 'Z')
+		if !ok || (i == 0 && (ch == '.' || ch == '-')) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
 // Parse reads config bytes over the defaults and validates the result.
 func Parse(raw []byte) (*Config, error) {
 	src, err := stripComments(raw)
@@ -187,6 +216,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Source.Root == "" {
 		bad("source.root is required")
+	}
+	if c.Name != "" && !warehouse.ValidConfigName(c.Name) {
+		bad("name %q: %s", c.Name, warehouse.ConfigNameRule)
 	}
 	for i, v := range c.TargetSize {
 		if v < 1 || v > 16384 {

@@ -153,4 +153,10 @@ step='done'
 if [ -n "$interrupted" ]; then
 	exit 130
 fi
-echo "nightly: done: $dir verified; latest -> $(readlink "$(dirname "$dir")/latest" || echo '?')"
+# The pointers of the output root: latest, and latest-<config> of each config that
+# publishes there (deploy/README.md, "Several configs in one output root").
+pointers=
+for p in "$(dirname "$dir")"/latest "$(dirname "$dir")"/latest-*; do
+	[ -L "$p" ] && pointers="$pointers${pointers:+, }$(basename "$p") -> $(readlink "$p")"
+done
+echo "nightly: done: $dir verified; ${pointers:-no latest}"

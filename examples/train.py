@@ -67,8 +67,21 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="model init and batch order")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--ignore-thresholds", action="store_true")
+    ap.add_argument("--config", metavar="NAME",
+                    help="the config whose newest version to train on when several configs share the output root: "
+                         "reads ROOT/latest-NAME instead of ROOT/latest (a config's name is its file name without "
+                         "the extension, or its \"name\" key)")
     args = ap.parse_args(argv)
     path = args.tensor_warehouse
+    if path and args.config:
+        path = os.path.join(path, "latest-" + args.config)
+    elif path and not os.path.exists(os.path.join(path, "manifest.json")):
+        configs = sorted(n[len("latest-"):] for n in (os.listdir(path) if os.path.isdir(path) else [])
+                         if n.startswith("latest-") and os.path.islink(os.path.join(path, n)))
+        if len(configs) > 1:
+            print(f"train.py: {path} holds versions of the configs {', '.join(configs)}; reading its latest "
+                  f"({os.readlink(os.path.join(path, 'latest')) if os.path.islink(os.path.join(path, 'latest')) else '?'}); "
+                  "--config NAME picks one", file=sys.stderr)
     hint = (f"build one first: {warehouse_etl.BUILD_COMMAND}\n"
             "(or with an installed binary: warehouse-etl build --config configs/demo.jsonc), "
             "then pass --tensor-warehouse out/demo")

@@ -180,21 +180,24 @@ func removeUnread(p string) error {
 }
 
 // Latest reads the "latest" symlink.
-func (d Dir) Latest() (string, error) { return os.Readlink(d.Path(warehouse.LatestName)) }
+func (d Dir) Latest() (string, error) { return d.Pointer(warehouse.LatestName) }
 
-// SetLatest makes a symlink ".latest.tmp-<name>" -> name and renames it
-// over "latest". A "latest" that is not a symbolic link is refused, never
-// replaced.
-func (d Dir) SetLatest(name string) error {
-	if err := refuseUnless(d.Path(warehouse.LatestName), fs.ModeSymlink); err != nil {
+// SetLatest points "latest" at name (SetPointer).
+func (d Dir) SetLatest(name string) error { return d.SetPointer(warehouse.LatestName, name) }
+
+// SetPointer makes a symlink ".<pointer>.tmp-<name>" -> name and renames it
+// over pointer ("latest", "latest-<config>"). A pointer that is not a
+// symbolic link is refused, never replaced.
+func (d Dir) SetPointer(pointer, name string) error {
+	if err := refuseUnless(d.Path(pointer), fs.ModeSymlink); err != nil {
 		return err
 	}
-	tmpLink := d.Path("." + warehouse.LatestName + tmpInfix + name)
+	tmpLink := d.Path("." + pointer + tmpInfix + name)
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(name, tmpLink); err != nil {
 		return err
 	}
-	if err := fsfault.RenameFile(tmpLink, d.Path(warehouse.LatestName)); err != nil {
+	if err := fsfault.RenameFile(tmpLink, d.Path(pointer)); err != nil {
 		os.Remove(tmpLink)
 		return err
 	}

@@ -31,8 +31,12 @@ type Kept struct {
 // versionOfTemporary returns the version whose lock covers a temporary
 // entry name of an output root, or "" when name is not one.
 func versionOfTemporary(name string) string {
-	if rest, ok := strings.CutPrefix(name, "."+warehouse.LatestName+tmpInfix); ok {
-		return rest
+	if rest, ok := strings.CutPrefix(name, "."+warehouse.LatestName); ok && (strings.HasPrefix(rest, tmpInfix) || strings.HasPrefix(rest, "-")) {
+		// the next latest or latest-<config> link: ".latest[-<config>].tmp-<version>"
+		if _, v, ok := strings.Cut(rest, tmpInfix); ok {
+			return v
+		}
+		return ""
 	}
 	if !strings.HasPrefix(name, ".") {
 		return ""
@@ -127,10 +131,13 @@ type GCReport struct {
 
 var versionDirName = regexp.MustCompile(`^v[0-9a-f]{16}$`)
 
-// GC removes old versions under an output root and the temporary
-// directories no running build owns (CleanTemporary). It keeps the
-// newest opts.Keep versions (newest by the manifest's created_at_ms, then
-// name), those younger than opts.KeepFor, the target of "latest", a
+// GC removes old versions under an output root, the temporary
+// directories no running build owns (CleanTemporary) and the reports of
+// failed builds (FailedDir). It keeps the
+// newest opts.Keep versions of each config (newest by the manifest's
+// created_at_ms, then name; versions without an owner record, from before
+// config names, count as one config: pointers.go), those younger than
+// opts.KeepFor, the target of "latest" and of every "latest-<config>", a
 // version being built (its build lock is held) and a version a reader has
 // open (its readers lock is held shared: warehouse.Open takes it). A
 // version is withdrawn in one step (Storage.Withdraw), under both its
@@ -157,10 +164,22 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 	if err := cleanStaging(s, entries, opts, rep); err != nil {
 		return rep, err
 	}
-	latest, _ := s.Latest()
+	if err := cleanFailed(s, entries, opts.DryRun, rep); err != nil {
+		return rep, err
+	}
+	// Every pointer's target is kept: latest and each config's latest-<config>.
+	pointed := map[string]string{}
+	for _, e := range entries {
+		if e.Name == warehouse.LatestName || strings.HasPrefix(e.Name, warehouse.LatestName+"-") {
+			if target, err := s.Pointer(e.Name); err == nil && (pointed[target] == "" || e.Name == warehouse.LatestName) {
+				pointed[target] = e.Name // latest first: it names what readers of the root read
+			}
+		}
+	}
 	type version struct {
 		name    string
 		created time.Time
+		config  string // the config that published it; "" unknown
 	}
 	var versions []version
 	for _, e := range entries {
@@ -172,7 +191,7 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 			rep.Kept = append(rep.Kept, Kept{e.Name, fmt.Sprintf("manifest unreadable, left for a person to look at: %v", err)})
 			continue
 		}
-		versions = append(versions, version{e.Name, time.UnixMilli(m.CreatedAtMs)})
+		versions = append(versions, version{e.Name, time.UnixMilli(m.CreatedAtMs), s.Owner(e.Name)})
 	}
 	slices.SortFunc(versions, func(a, b version) int {
 		if c := b.created.Compare(a.created); c != 0 {
@@ -180,13 +199,22 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 		}
 		return strings.Compare(b.name, a.name)
 	})
-	for i, v := range versions {
+	seen := map[string]int{} // versions of each config so far, newest first
+	for _, v := range versions {
+		seen[v.config]++
+		of := ""
+		if v.config != "" {
+			of = " of config " + v.config
+		}
 		switch {
-		case v.name == latest:
+		case pointed[v.name] == warehouse.LatestName:
 			rep.Kept = append(rep.Kept, Kept{v.name, "target of latest"})
 			continue
-		case i < opts.Keep:
-			rep.Kept = append(rep.Kept, Kept{v.name, fmt.Sprintf("among the newest %d", opts.Keep)})
+		case seen[v.config] <= opts.Keep:
+			rep.Kept = append(rep.Kept, Kept{v.name, fmt.Sprintf("among the newest %d%s", opts.Keep, of)})
+			continue
+		case pointed[v.name] != "":
+			rep.Kept = append(rep.Kept, Kept{v.name, "target of " + pointed[v.name]})
 			continue
 		case opts.KeepFor > 0 && opts.Now.Sub(v.created) < opts.KeepFor:
 			rep.Kept = append(rep.Kept, Kept{v.name, fmt.Sprintf("younger than %s", opts.KeepFor)})
@@ -205,7 +233,15 @@ func GC(root string, opts GCOptions) (*GCReport, error) {
 			continue
 		}
 		rep.Removed = append(rep.Removed, Removed{Path: s.Path(v.name), Bytes: bytes,
-			Why: fmt.Sprintf("not among the newest %d, created %s", opts.Keep, v.created.UTC().Format(time.RFC3339))})
+			Why: fmt.Sprintf("not among the newest %d%s, created %s", opts.Keep, of, v.created.UTC().Format(time.RFC3339))})
+	}
+	if len(rep.Removed) > 0 {
+		if entries, err = s.List(); err != nil {
+			return rep, err
+		}
+	}
+	if err := cleanOwners(s, entries, opts.DryRun); err != nil {
+		return rep, err
 	}
 	if opts.DryRun {
 		return rep, nil
@@ -290,36 +326,49 @@ func cleanStaging(s Storage, entries []Entry, opts GCOptions, rep *GCReport) err
 			continue
 		}
 		v := m[1]
-		lock, ok, err := tryLock(s, "."+v+buildLockSuffix)
+		err := removeIdle(s, e.Name, v, opts.DryRun, rep, "a build, partition or commit of "+v+" is running",
+			func(newest time.Time) (remove, keep string) {
+				if s.Exists(v + "/" + warehouse.ManifestName) {
+					return "staging directory of " + v + ", which is published", ""
+				} else if opts.KeepFor > 0 && opts.Now.Sub(newest) >= opts.KeepFor {
+					return fmt.Sprintf("unfinished build of %s, untouched since %s", v, newest.UTC().Format(time.RFC3339)), ""
+				}
+				return "", "unfinished build of " + v + ": rerun it (its complete shards are kept) or wait for --keep-days"
+			})
 		if err != nil {
 			return err
 		}
-		if !ok {
-			rep.Kept = append(rep.Kept, Kept{e.Name, "a build, partition or commit of " + v + " is running"})
-			continue
-		}
-		bytes, newest := s.Usage(e.Name)
-		why := ""
-		if s.Exists(v + "/" + warehouse.ManifestName) {
-			why = "staging directory of " + v + ", which is published"
-		} else if opts.KeepFor > 0 && opts.Now.Sub(newest) >= opts.KeepFor {
-			why = fmt.Sprintf("unfinished build of %s, untouched since %s", v, newest.UTC().Format(time.RFC3339))
-		}
-		if why == "" {
-			lock.Release()
-			rep.Kept = append(rep.Kept, Kept{e.Name, "unfinished build of " + v + ": rerun it (its complete shards are kept) or wait for --keep-days"})
-			continue
-		}
-		r := Removed{Path: s.Path(e.Name), Bytes: bytes, Why: why}
-		if !opts.DryRun {
-			err = s.Remove(e.Name)
-		}
-		lock.Release()
-		if err != nil {
+	}
+	return nil
+}
+
+// removeIdle removes entry name, which belongs to version v, when no
+// build of v runs (its build lock is free; else it is kept as running
+// says) and decide, given the newest modification time under it, gives
+// why (else it is kept for decide's keep). It records either in rep.
+func removeIdle(s Storage, name, v string, dryRun bool, rep *GCReport, running string, decide func(newest time.Time) (remove, keep string)) error {
+	lock, ok, err := tryLock(s, "."+v+buildLockSuffix)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		rep.Kept = append(rep.Kept, Kept{name, running})
+		return nil
+	}
+	defer lock.Release()
+	bytes, newest := s.Usage(name)
+	why, keep := decide(newest)
+	if why == "" {
+		rep.Kept = append(rep.Kept, Kept{name, keep})
+		return nil
+	}
+	r := Removed{Path: s.Path(name), Bytes: bytes, Why: why}
+	if !dryRun {
+		if err := s.Remove(name); err != nil {
 			return fmt.Errorf("remove %s: %w", r.Path, err)
 		}
-		rep.Removed = append(rep.Removed, r)
 	}
+	rep.Removed = append(rep.Removed, r)
 	return nil
 }
 

@@ -13,8 +13,11 @@
 //	                                (or a replaced version a reader still has open: removed once it closes)
 //	  .v<16 hex>.tmp-old-<random>   the old version during a swap without RENAME_EXCHANGE
 //	  .v<16 hex>.tmp-gc             a version GC is removing
-//	  .latest.tmp-v<16 hex>         the next "latest" symlink
+//	  .latest.tmp-v<16 hex>         the next "latest" symlink (".latest-<config>.tmp-...": the next latest-<config>)
 //	  .v<16 hex>.staging/           where a version's shards are built (docs/format/staging.md)
+//	  latest-<config>               the newest version of a config (pointers.go)
+//	  .v<16 hex>.config             the config that published a version (pointers.go)
+//	  .v<16 hex>.failed/            the report of a build that failed its thresholds (failed.go)
 package outputroot
 
 import (
@@ -53,6 +56,7 @@ type VersionLock struct {
 	tmpName   string
 	tmpDir    string
 	published bool
+	config    string // the config whose version this is (ForConfig); "" unnamed
 }
 
 // LockVersion takes the build lock of version name under the output root
@@ -117,11 +121,20 @@ func (v *VersionLock) Publish() error {
 	if v.tmpName == "" || v.published {
 		return errors.New("outputroot: Publish without CreateTemp, or twice")
 	}
+	// The owner record goes first, so a published version always has it;
+	// a version another config published first keeps its owner.
+	if v.config != "" && v.s.Owner(v.name) == "" {
+		if err := v.s.SetOwner(v.name, v.config); err != nil {
+			return err
+		}
+	}
 	if err := v.s.Publish(v.tmpName, v.name); err != nil {
 		return err
 	}
 	v.published = true
-	if err := v.s.SetLatest(v.name); err != nil {
+	// The version is visible from here on: a failure to move the pointers
+	// says so (exit 9), it does not undo the publication.
+	if _, err := v.movePointers(0, false); err != nil {
 		if pe := (*PublishedError)(nil); errors.As(err, &pe) {
 			return err
 		}
@@ -159,21 +172,14 @@ func (v *VersionLock) RemoveOwnTemporaries() ([]Removed, error) {
 
 // RepairLatest points "latest" at this (published) version when latest is
 // missing, names no readable version, or names one created before this one
-// (created is this version's manifest created_at_ms). A build killed
-// between publishing its directory and swapping latest leaves exactly that;
-// the rerun that finds the version up to date repairs it. latest keeps
-// naming a newer version: rerunning an older config does not move it back.
+// (created is this version's manifest created_at_ms), and latest-<config>
+// likewise; latest only where this config may move it (pointers.go). A
+// build killed between publishing its directory and swapping the pointers
+// leaves exactly that; the rerun that finds the version up to date repairs
+// it. A pointer keeps naming a newer version: rerunning an older config
+// does not move it back.
 func (v *VersionLock) RepairLatest(created int64) (bool, error) {
-	target, err := v.s.Latest()
-	if err == nil && target == v.name {
-		return false, nil
-	}
-	if err == nil {
-		if m, merr := v.s.ReadManifest(target); merr == nil && m.CreatedAtMs >= created {
-			return false, nil
-		}
-	}
-	return true, v.s.SetLatest(v.name)
+	return v.movePointers(created, true)
 }
 
 // Release removes an unpublished temporary directory and drops the lock.

@@ -44,6 +44,10 @@ import (
 //   - Latest returns the version "latest" names (the raw pointer, which the
 //     caller checks); SetLatest points it at name, atomically (the old
 //     value or the new, never none) and durably.
+//   - Pointer and SetPointer are Latest and SetLatest for any pointer
+//     ("latest", "latest-<config>").
+//   - Owner returns the config recorded as the publisher of version name
+//     ("" when none); SetOwner records it durably (pointers.go).
 //   - Withdraw makes the published version name disappear in one step,
 //     then removes what it held; a crash in between leaves a temporary
 //     entry named aside, which CleanTemporary removes later. A version a
@@ -67,6 +71,10 @@ type Storage interface {
 	Publish(temp, name string) error
 	Latest() (string, error)
 	SetLatest(name string) error
+	Pointer(pointer string) (string, error)
+	SetPointer(pointer, name string) error
+	Owner(name string) string
+	SetOwner(name, config string) error
 	Withdraw(name, aside string) error
 	Remove(name string) error
 	Usage(name string) (bytes int64, newest time.Time)

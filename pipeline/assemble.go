@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -135,6 +136,12 @@ func writeSamples(ctx context.Context, tmp string, scan *scanResult, sp shardPla
 		for i, r := range reasons {
 			line.Reasons[i] = string(r)
 		}
+		details := p.Details
+		if line.Error != "" {
+			details = maps.Clone(details)
+			details.Note(validate.ReasonDecodeError, line.Error)
+		}
+		line.Detail = validate.Describe(reasons, details)
 		if err := enc.Encode(line); err != nil {
 			return err
 		}

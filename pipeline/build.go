@@ -134,8 +134,8 @@ func newBuilder(opts Options) (*builder, error) {
 // BuildPartition runs prepare and shards for its range; Commit runs them
 // all with the partitions' shards in place of its own.
 
-// Build runs the whole pipeline. Errors are *validate.ThresholdError (exit
-// 3), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
+// Build runs the whole pipeline. Errors are *RejectedError (a
+// *validate.ThresholdError, exit 3, with its report), *StaleError (exit 4), outputroot.ErrLocked (exit 5), context
 // cancellation, or another error naming what failed.
 func Build(ctx context.Context, opts Options) (*Result, error) {
 	b, err := newBuilder(opts)
@@ -175,6 +175,9 @@ type shardsStage func(ctx context.Context, scan *scanResult, sp shardPlan, rep *
 // WAREHOUSE_CLEAR=1 replaces it. Build and Commit both end here, so a
 // partitioned build publishes exactly what a single-machine build does.
 func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, start time.Time, what string, shards shardsStage) (*Result, error) {
+	if err := lock.ForConfig(b.cfg.ConfigName()); err != nil {
+		return nil, &ConfigError{err}
+	}
 	// Temporaries of other versions' builds that did not finish (killed,
 	// out of disk): removed when their build lock is free, so a crashed
 	// nightly build does not hold gigabytes until its version is rebuilt.
@@ -199,6 +202,9 @@ func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, sta
 	b.log.Info(what+" started", "version", b.id.String(), "dir", final, "workers", b.workers)
 	rep := newReport(b, start)
 	scan, sp, err := b.prepare(ctx, tmp, rep)
+	if te := (*validate.ThresholdError)(nil); errors.As(err, &te) && scan != nil {
+		return nil, b.reject(ctx, scan, te.Findings)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +243,9 @@ func (b *builder) published(final string) (*warehouse.Manifest, error) {
 
 // prepare is the first stage: it scans the source into dir (the spill and
 // the source fingerprint), checks the thresholds on the scan's summary (a
-// failing limit is a *validate.ThresholdError before any shard is written)
-// and divides the plan into shards. The config, the thresholds with their
+// failing limit is a *validate.ThresholdError before any shard is written,
+// returned with the scan, from which version writes the report) and divides
+// the plan into shards. The config, the thresholds with their
 // overrides and the source are the builder's (newBuilder).
 func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanResult, shardPlan, error) {
 	scan, err := b.scanPass(ctx, dir, rep)
@@ -249,7 +256,7 @@ func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanRe
 	failed, _ := b.thresholds.Check(scan.summary.Result().Total)
 	rep.Phases.Validate += time.Since(v0).Seconds()
 	if len(failed) > 0 {
-		return nil, shardPlan{}, &validate.ThresholdError{Findings: failed}
+		return scan, shardPlan{}, &validate.ThresholdError{Findings: failed}
 	}
 	return scan, b.shardPlan(scan), nil
 }
@@ -328,6 +335,10 @@ func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehous
 	if err := os.RemoveAll(st.dir); err != nil {
 		b.log.Warn("removing the staging directory", "dir", st.dir, "err", err)
 	}
+	// The report of an earlier failed build of this version is spent.
+	if err := os.RemoveAll(filepath.Join(b.outRoot, outputroot.FailedDir(b.id.DirName()))); err != nil {
+		b.log.Warn("removing the report of an earlier failed build", "err", err)
+	}
 	_, warned := b.thresholds.Check(m.Summary.Total)
 	for _, f := range warned {
 		b.log.Warn("validation threshold exceeded (warn)", "finding", f.String())
@@ -339,6 +350,7 @@ func (b *builder) publish(lock *outputroot.VersionLock, st *staging, m *warehous
 	final := lock.FinalDir()
 	b.log.Info("build published", "status", status.String(), "dir", final, "samples", m.Samples, "shards", len(m.Shards),
 		"commit_seconds", commitSeconds)
+	b.logPointers(final)
 	return &Result{Status: status, Dir: final, Manifest: m, Report: rep, Warnings: warned}, nil
 }
 
@@ -372,12 +384,13 @@ func (b *builder) upToDate(ctx context.Context, lock *outputroot.VersionLock, di
 		b.log.Warn("latest did not name this version, the newest: repaired (a build was interrupted while publishing)", "dir", dir)
 	}
 	b.log.Info("up to date", "dir", dir, "version", m.Version)
+	b.logPointers(dir)
 	return &Result{Status: StatusUpToDate, Dir: dir, Manifest: m, Warnings: warned}, nil
 }
 
 // checkPublished checks a published version against today's sources and
 // thresholds: changed sources are a *StaleError, failed thresholds a
-// *validate.ThresholdError.
+// *RejectedError (a *validate.ThresholdError) whose report is the version.
 func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.Manifest) error {
 	fw := warehouse.NewFingerprintWriter(nil)
 	if err := b.fingerprint(ctx, fw); err != nil {
@@ -396,9 +409,26 @@ func (b *builder) checkPublished(ctx context.Context, dir string, m *warehouse.M
 		return &StaleError{Dir: dir, Change: change}
 	}
 	if failed, _ := b.thresholds.Check(m.Summary.Total); len(failed) > 0 {
-		return &validate.ThresholdError{Findings: failed}
+		return b.rejectPublished(dir, m, failed)
 	}
 	return nil
+}
+
+// logPointers says where this config's pointer is, and when latest names
+// another config's version (outputroot/pointers.go): a trainer reading
+// the output root reads that one.
+func (b *builder) logPointers(dir string) {
+	name := b.cfg.ConfigName()
+	if name == "" {
+		return
+	}
+	pointer := filepath.Join(b.outRoot, warehouse.LatestNameFor(name))
+	if target, err := os.Readlink(filepath.Join(b.outRoot, warehouse.LatestName)); err == nil && target != filepath.Base(dir) {
+		b.log.Info("latest names another config's version: read this config's with its own pointer",
+			"latest", target, "pointer", pointer)
+		return
+	}
+	b.log.Debug("pointers", "latest", filepath.Base(dir), "pointer", pointer)
 }
 
 func fileExists(p string) bool {

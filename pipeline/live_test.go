@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"warehouse-etl/internal/testfiles"
 	"warehouse-etl/sources"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -139,7 +140,11 @@ func TestLiveRefusesThresholdsUnlessIgnored(t *testing.T) {
 
 func TestVersionDirIsWhereBuildPublishes(t *testing.T) {
 	cfg := testConfig(t, 2)
-	cfg.Source.Root = t.TempDir() // a readable capture root with no runs
+	cfg.Source.Root = t.TempDir() // a capture root with one run of one frame
+	testfiles.WriteTree(t, cfg.Source.Root, map[string][]byte{
+		"run_1/images/f0.png":  testfiles.Image(t, "png", 16, 12),
+		"run_1/labels/f0.json": []byte(`{"frame_id": 0, "image": "images/f0.png", "labels": [{"bbox_px": [1, 1, 8, 8], "class": "a"}]}`),
+	})
 	dir, err := VersionDir(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -150,5 +155,36 @@ func TestVersionDirIsWhereBuildPublishes(t *testing.T) {
 	}
 	if dir != res.Dir || filepath.Dir(dir) != cfg.OutputRoot {
 		t.Fatalf("VersionDir %s, build published %s", dir, res.Dir)
+	}
+}
+
+// A source that yields no samples is a configuration error naming what
+// the kind expects where, and what the root holds instead: never a
+// version of 0 samples that latest would move to.
+func TestEmptySourceIsAConfigError(t *testing.T) {
+	yoloRoot := t.TempDir()
+	testfiles.WriteTree(t, yoloRoot, map[string][]byte{
+		"data.yaml":          []byte("names: [a]\n"),
+		"images/train/a.png": testfiles.Image(t, "png", 8, 8),
+		"labels/train/a.txt": []byte("0 0.5 0.5 0.2 0.2\n"),
+	})
+	tests := []struct {
+		name, root, want string
+	}{
+		{"empty folder", t.TempDir(), "; the folder is empty; check source.root and source.kind"},
+		{"a YOLO dataset", yoloRoot, "; it holds data.yaml, images/, labels/ (a yolo dataset? set source.kind to yolo); check source.root and source.kind"},
+	}
+	for _, tt := range tests {
+		cfg := testConfig(t, 2)
+		cfg.Source.Root = tt.root
+		_, err := Build(context.Background(), Options{Config: cfg})
+		var ce *ConfigError
+		want := "source capture at " + tt.root + " yielded no samples: a capture root holds run folders, each with labels/*.json naming images in the run folder" + tt.want
+		if !errors.As(err, &ce) || err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", tt.name, err, want)
+		}
+		if entries, _ := filepath.Glob(filepath.Join(cfg.OutputRoot, "v*")); len(entries) != 0 {
+			t.Errorf("%s: published %v", tt.name, entries)
+		}
 	}
 }

@@ -145,6 +145,9 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	if err != nil {
 		return nil, err
 	}
+	if res.inputs == 0 {
+		return nil, b.emptySourceError()
+	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
@@ -172,16 +175,19 @@ func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTab
 	p := &plannedSample{Sample: *s}
 	if len(p.Extras) != 0 && len(p.Extras) != b.extraF32 {
 		p.Reasons = addReason(p.Reasons, validate.ReasonLengthMismatch)
+		p.Explain(validate.ReasonLengthMismatch, fmt.Sprintf("%d extra values, the extras declare %d", len(p.Extras), b.extraF32))
 	}
-	for _, v := range p.Extras {
+	for i, v := range p.Extras {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			p.Reasons = addReason(p.Reasons, validate.ReasonNonFinite)
+			p.Explain(validate.ReasonNonFinite, fmt.Sprintf("%s is %v", b.extraName(i), v))
 			p.Extras = nil // skipped anyway, and JSON cannot carry NaN to the spill
 			break
 		}
 	}
 	if len(p.Extras) == 0 && b.extraF32 > 0 && !validate.Skip(p.Reasons, false) {
 		p.Reasons = addReason(p.Reasons, validate.ReasonMissingBlock)
+		p.Explain(validate.ReasonMissingBlock, "the sample has no extras, the config asks for them")
 	}
 	if validate.Skip(p.Reasons, b.cfg.SkipEmpty) {
 		return p
@@ -193,6 +199,7 @@ func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTab
 			reason = validate.ReasonSizeMismatch
 		}
 		p.Reasons = addReason(p.Reasons, reason)
+		p.Explain(reason, err.Error())
 		return p
 	}
 	p.Geometry = g
@@ -200,6 +207,7 @@ func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTab
 		if pinned != nil {
 			if _, ok := pinned.lookup(box.Class); !ok {
 				p.Reasons = addReason(p.Reasons, validate.ReasonUnknownClass)
+				p.Explain(validate.ReasonUnknownClass, "class "+box.Class.String()+" is not in the class list")
 				continue
 			}
 		}
@@ -207,11 +215,13 @@ func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTab
 		if !ok {
 			p.Dropped++
 			p.Reasons = addReason(p.Reasons, validate.ReasonDegenerateBoxDropped)
+			p.Explain(validate.ReasonDegenerateBoxDropped, "box "+validate.FormatBox([4]float64{box.X0, box.Y0, box.X1, box.Y1})+" has no area in the target")
 			continue
 		}
 		if len(p.Target) == b.cfg.MaxBoxes {
 			p.Dropped++
 			p.Reasons = addReason(p.Reasons, validate.ReasonBoxesTruncated)
+			p.Explain(validate.ReasonBoxesTruncated, fmt.Sprintf("%d boxes, max_boxes %d", len(s.Boxes), b.cfg.MaxBoxes))
 			continue
 		}
 		p.Target = append(p.Target, plannedBox{Box: mapped, Class: box.Class})
@@ -219,6 +229,18 @@ func (b *builder) plan(spec transforms.Spec, s *sources.Sample, pinned *classTab
 	}
 	p.Kept = !validate.Skip(p.Reasons, b.cfg.SkipEmpty)
 	return p
+}
+
+// extraName names the extra that float32 value i of a sample belongs to.
+func (b *builder) extraName(i int) string {
+	for _, e := range b.extras {
+		if n := e.Elements(); i < n {
+			return e.Name
+		} else {
+			i -= n
+		}
+	}
+	return fmt.Sprintf("extra value %d", i)
 }
 
 // addReason returns rs plus r, without repeats, in the stable reason order.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"warehouse-etl/transforms"
 	"warehouse-etl/validate"
@@ -70,32 +71,35 @@ func ImageSize(path string, maxBytes int64) (w, h int, err error) {
 // ProbeImage checks the image file at rel (slash-separated, relative to
 // root) and reads its size from the header. Problems of the file are
 // reasons: missing_file (absent, not a regular file, removed while being
-// read) and decode_error (larger than maxBytes, or a header that does not
-// decode to a positive size). Errors of the file system are errors, naming
+// read) and decode_error (empty, larger than maxBytes, or a header that does not
+// decode to a positive size), each with its cause in words (detail).
+// Errors of the file system are errors, naming
 // the file.
-func ProbeImage(root, rel string, maxBytes int64) (w, h int, r validate.Reason, err error) {
+func ProbeImage(root, rel string, maxBytes int64) (w, h int, r validate.Reason, detail string, err error) {
 	abs := filepath.Join(root, filepath.FromSlash(rel))
 	st, err := os.Stat(abs)
 	switch {
 	case err != nil && NotFound(err):
-		return 0, 0, validate.ReasonMissingFile, nil
+		return 0, 0, validate.ReasonMissingFile, "no file " + rel, nil
 	case err != nil:
-		return 0, 0, "", fmt.Errorf("image %s: %w", rel, err)
+		return 0, 0, "", "", fmt.Errorf("image %s: %w", rel, err)
 	case !st.Mode().IsRegular():
-		return 0, 0, validate.ReasonMissingFile, nil
+		return 0, 0, validate.ReasonMissingFile, rel + " is not a regular file", nil
+	case st.Size() == 0:
+		return 0, 0, validate.ReasonDecodeError, rel + ": 0-byte file", nil
 	case st.Size() > maxBytes:
-		return 0, 0, validate.ReasonDecodeError, nil
+		return 0, 0, validate.ReasonDecodeError, fmt.Sprintf("%s: %d bytes, more than the limit of %d", rel, st.Size(), maxBytes), nil
 	}
 	w, h, err = ImageSize(abs, maxBytes)
 	switch {
 	case err == nil && (w <= 0 || h <= 0):
-		return 0, 0, validate.ReasonDecodeError, nil
+		return 0, 0, validate.ReasonDecodeError, fmt.Sprintf("%s: the header declares %dx%d", rel, w, h), nil
 	case err == nil:
-		return w, h, "", nil
+		return w, h, "", "", nil
 	case errors.Is(err, ErrNotImage):
-		return 0, 0, validate.ReasonDecodeError, nil
+		return 0, 0, validate.ReasonDecodeError, rel + ": " + strings.TrimPrefix(err.Error(), abs+": "), nil
 	case NotFound(err):
-		return 0, 0, validate.ReasonMissingFile, nil // removed since Stat
+		return 0, 0, validate.ReasonMissingFile, rel + " was removed while being read", nil // removed since Stat
 	}
-	return 0, 0, "", fmt.Errorf("image %s: %w", rel, err)
+	return 0, 0, "", "", fmt.Errorf("image %s: %w", rel, err)
 }

@@ -6,6 +6,7 @@ package sources
 
 import (
 	"context"
+	"fmt"
 
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -53,11 +54,27 @@ type Sample struct {
 	// (validate.Counts) for what its label says, not for its image's fate.
 	ValidBoxes int               `json:"valid_boxes"`
 	Reasons    []validate.Reason `json:"reasons,omitempty"`
+	// Details says, per reason, what the source found in words (the box,
+	// the byte of the JSON, the header's size); a reason without one is
+	// explained by its Meaning (validate.Describe).
+	Details validate.Details `json:"details,omitempty"`
 	// Extras are the sample's low-dimensional signals (state, action,
 	// reward, ...) flattened in the order and shapes of Source.Extras,
 	// converted to float32. Empty for sources without extras; a sample
 	// whose extras could not be read carries a reason instead.
 	Extras []float32 `json:"extras,omitempty"`
+}
+
+// Reject adds reason r to s with its cause in words (see validate.Details).
+// Sources that collect reasons in a slice of their own call Explain.
+func (s *Sample) Reject(r validate.Reason, detail string) {
+	s.Reasons = append(s.Reasons, r)
+	s.Details.Note(r, detail)
+}
+
+// Explain records detail as the cause of reason r without adding r.
+func (s *Sample) Explain(r validate.Reason, detail string) {
+	s.Details.Note(r, detail)
 }
 
 // Image is a sample's image as a source hands it over: either encoded file
@@ -118,4 +135,15 @@ type Source interface {
 	// Entries describes the runs or episodes seen by the last Scan, in
 	// source index order.
 	Entries() []warehouse.SourceEntry
+}
+
+// String names a class key as the labels spell it: "3", "car" or "3 (car)".
+func (k ClassKey) String() string {
+	switch {
+	case k.HasID && k.Name != "":
+		return fmt.Sprintf("%d (%s)", k.ID, k.Name)
+	case k.HasID:
+		return fmt.Sprint(k.ID)
+	}
+	return fmt.Sprintf("%q", k.Name)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,25 @@ import (
 // published version.
 const LatestName = "latest"
 
+// LatestNameFor is the pointer that names the newest version of the
+// config called config, beside latest: "latest-<config>" (package
+// outputroot says when each pointer moves).
+func LatestNameFor(config string) string { return LatestName + "-" + config }
+
+// ConfigNameRule says what ValidConfigName accepts.
+const ConfigNameRule = "1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
+
+var configName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
+
+// ValidConfigName reports whether name can name a config's pointer.
+func ValidConfigName(name string) bool { return configName.MatchString(name) }
+
+// isPointerName reports whether name is latest or latest-<config>.
+func isPointerName(name string) bool {
+	rest, ok := strings.CutPrefix(name, LatestName)
+	return ok && (rest == "" || (rest[0] == '-' && ValidConfigName(rest[1:])))
+}
+
 // ReadersLockName is the name, in its output root, of version name's
 // readers lock file, ".<name>.readers": readers hold it shared while the
 // version is open (LockForReading), and GC takes it exclusively before
@@ -25,18 +45,33 @@ const LatestName = "latest"
 func ReadersLockName(name string) string { return "." + name + ".readers" }
 
 // ResolveDir turns a --tensor-warehouse argument into a version directory:
-// a version directory itself (it has a manifest.json), or an output root
-// whose "latest" symlink names one.
+// a version directory itself (it has a manifest.json), an output root
+// whose "latest" symlink names one, or such a pointer itself
+// (ROOT/latest, ROOT/latest-<config>).
 func ResolveDir(p string) (string, error) {
+	// A pointer itself (ROOT/latest, ROOT/latest-<config>) names the
+	// version beside it, by its own name.
+	if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink != 0 && isPointerName(filepath.Base(p)) {
+		return resolvePointer(filepath.Dir(p), filepath.Base(p))
+	}
 	if _, err := os.Stat(filepath.Join(p, ManifestName)); err == nil {
 		return p, nil
 	}
-	target, err := os.Readlink(filepath.Join(p, LatestName))
+	return resolvePointer(p, LatestName)
+}
+
+// resolvePointer is the version directory the pointer called name under
+// root names.
+func resolvePointer(p, name string) (string, error) {
+	target, err := os.Readlink(filepath.Join(p, name))
+	if err != nil && name != LatestName {
+		return "", fmt.Errorf("%s/%s: %w", p, name, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: neither a warehouse version (no %s) nor a root with a %q pointer", p, ManifestName, LatestName)
 	}
 	if filepath.IsAbs(target) || strings.Contains(target, "/") || strings.HasPrefix(target, ".") {
-		return "", fmt.Errorf("%s/%s -> %q: the pointer must name a version directory beside it", p, LatestName, target)
+		return "", fmt.Errorf("%s/%s -> %q: the pointer must name a version directory beside it", p, name, target)
 	}
 	return filepath.Join(p, target), nil
 }

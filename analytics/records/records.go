@@ -42,8 +42,9 @@ type SampleLine struct {
 	Height      int64      `json:"height"`
 	Kept        bool       `json:"kept"`
 	Reasons     []string   `json:"reasons"`
-	Error       string     `json:"error,omitempty"` // the late decode failure, when there was one
-	Index       int64      `json:"index"`           // position among kept samples, -1 when skipped
+	Detail      string     `json:"detail,omitempty"` // every reason with its cause in words (validate.Describe)
+	Error       string     `json:"error,omitempty"`  // the late decode failure, when there was one
+	Index       int64      `json:"index"`            // position among kept samples, -1 when skipped
 	Shard       string     `json:"shard,omitempty"`
 	ShardIndex  int64      `json:"shard_index"` // position within the shard, -1 when skipped
 	BoxCount    int64      `json:"box_count"`

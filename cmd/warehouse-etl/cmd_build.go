@@ -164,6 +164,9 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	if bar != nil {
 		bar.stop()
 	}
+	if rejected := (*pipeline.RejectedError)(nil); errors.As(err, &rejected) {
+		printRejected(s.stderr, rejected, "nothing was published")
+	}
 	if err != nil {
 		return interrupted(ctx, diskFull(err, cfg), cfg)
 	}
@@ -179,6 +182,7 @@ func metricsOnExit(ctx context.Context, stderr io.Writer, command, path, configP
 	start := time.Now()
 	return func() {
 		m := buildMetrics{config: configPath, start: start, end: time.Now(), exitCode: exitCode(ctx, *err), res: *res}
+		errors.As(*err, &m.rejected)
 		if werr := writeBuildMetrics(path, m); werr != nil {
 			fmt.Fprintf(stderr, "warehouse-etl %s: --metrics-file: %v\n", command, werr)
 			if *err == nil {

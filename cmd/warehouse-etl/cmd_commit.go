@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -75,6 +76,9 @@ func runCommit(ctx context.Context, opts commitOptions, s streams) (err error) {
 		},
 		Wait: opts.Wait,
 	})
+	if rejected := (*pipeline.RejectedError)(nil); errors.As(err, &rejected) {
+		printRejected(s.stderr, rejected, "nothing was published")
+	}
 	if err != nil {
 		return diskFull(err, cfg)
 	}

@@ -225,6 +225,7 @@ func crashPhaseOf(last string) string {
 type crashState struct {
 	version  string // the version directory, "" if none
 	latest   string // what latest names, "" if absent
+	pointer  string // what the config's latest-config names, "" if absent
 	staging  bool   // the version's staging directory is there
 	manifest []byte // the version's manifest.json
 	temps    []string
@@ -707,6 +708,19 @@ func (s *crashSuite) check(root, label string) crashState {
 				continue
 			}
 			st.latest = target
+		case name == warehouse.LatestNameFor("config"):
+			target, err := os.Readlink(path)
+			if err != nil {
+				t.Errorf("%s: %s is not a symlink: %v", label, name, err)
+				continue
+			}
+			st.pointer = target
+		case name == "."+s.ref.name+".config":
+			// The owner record, written just before the rename: after a
+			// kill in between, the rerun publishes its version.
+			if got, err := os.ReadFile(path); err != nil || string(got) != "config\n" {
+				t.Errorf("%s: %s holds %q (%v)", label, name, got, err)
+			}
 		case crashLockRE.MatchString(name):
 		case name == "."+s.ref.name+".staging":
 			// Shards of the killed build, kept for the rerun (shard-level
@@ -717,6 +731,9 @@ func (s *crashSuite) check(root, label string) crashState {
 		default:
 			t.Errorf("%s: unexpected entry %s in the output root", label, name)
 		}
+	}
+	if st.pointer != "" && st.pointer != st.version {
+		t.Errorf("%s: latest-config -> %q, which is not a complete version (have %q)", label, st.pointer, st.version)
 	}
 	switch {
 	case st.latest != "" && st.latest != st.version:

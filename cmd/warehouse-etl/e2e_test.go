@@ -132,9 +132,11 @@ func versionDirs(t *testing.T, outRoot string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		// Lock files, and the staging directory an unfinished build keeps
-		// for its rerun: neither is a version.
-		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") && !strings.HasSuffix(e.Name(), ".staging") {
+		// Lock files, the staging directory an unfinished build keeps
+		// for its rerun, and the report a build that failed its
+		// thresholds leaves: none is a version.
+		if !strings.HasSuffix(e.Name(), ".lock") && !strings.HasSuffix(e.Name(), ".readers") && !strings.HasSuffix(e.Name(), ".staging") &&
+			!strings.HasSuffix(e.Name(), ".failed") {
 			names = append(names, e.Name())
 		}
 	}
@@ -191,8 +193,10 @@ func TestBuildDemoEndToEnd(t *testing.T) {
 	if kept != m.Samples {
 		t.Fatalf("%d kept lines, manifest samples %d", kept, m.Samples)
 	}
-	// No temporary or spill files remain.
-	if got := versionDirs(t, outRoot); !slices.Equal(got, []string{"latest", filepath.Base(dir)}) {
+	// No temporary or spill files remain: the version, its owner record,
+	// latest and the config's own pointer (config.jsonc: "config").
+	v := filepath.Base(dir)
+	if got := versionDirs(t, outRoot); !slices.Equal(got, []string{"." + v + ".config", "latest", "latest-config", v}) {
 		t.Fatalf("output root holds %v", got)
 	}
 	entries, _ := os.ReadDir(dir)

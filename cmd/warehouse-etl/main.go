@@ -43,6 +43,7 @@ type environment struct {
 
 var commands = []command{
 	{"build", "build (or confirm up to date) the warehouse version a config describes", flagStep("build", buildSynopsis, runBuild)},
+	{"validate", "check a config's inputs against its thresholds (--decode: every decode too) without building; exit 3 as build", flagStep("validate", validateSynopsis, runValidate)},
 	{"commit", "publish a version whose partitions (build --partition i/N) have all finished; exit 8 if some have not", flagStep("commit", commitSynopsis, runCommit)},
 	{"version", "print the code version", flagStep("version", "", runVersion)},
 	{"verify", "check a warehouse version (--full: re-hash and read every value); exit 7 on findings", flagStep("verify", verifySynopsis, runVerify)},

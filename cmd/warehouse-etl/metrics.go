@@ -12,6 +12,7 @@ import (
 
 	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/pipeline"
+	"warehouse-etl/validate"
 )
 
 // Prometheus text exposition (format 0.0.4) of one build, for
@@ -30,6 +31,21 @@ type buildMetrics struct {
 	end      time.Time
 	exitCode int
 	res      *pipeline.Result // nil when the build failed
+	// rejected is the plan a failed threshold stopped (exit 3): its
+	// counts are reported as a version's would be.
+	rejected *pipeline.RejectedError
+}
+
+// counts are the sample counts to report: the version's, or those of the
+// plan a threshold rejected; nil when there are none.
+func (m buildMetrics) counts() *validate.Counts {
+	switch {
+	case m.res != nil && m.res.Manifest != nil:
+		return &m.res.Manifest.Summary.Total
+	case m.rejected != nil:
+		return &m.rejected.Summary.Total
+	}
+	return nil
 }
 
 // writeBuildMetrics writes m to path atomically (a temporary file in the
@@ -82,9 +98,8 @@ func writeBuildMetrics(path string, m buildMetrics) error {
 		gauge("warehouse_etl_build_phase_seconds", "Seconds per phase of the last build that wrote a version (read, decode, resize and normalize are summed over workers).", phases...)
 		gauge("warehouse_etl_build_bytes_written", "Shard bytes the last build wrote.", "{"+label+"} "+strconv.FormatInt(r.Report.BytesWritten, 10))
 	}
-	if r := m.res; r != nil && r.Manifest != nil {
-		t := r.Manifest.Summary.Total
-		gauge("warehouse_etl_build_samples", "Samples of the version by status: input, kept, skipped, invalid, missing, empty.",
+	if t := m.counts(); t != nil {
+		gauge("warehouse_etl_build_samples", "Samples of the version (or of the plan a failed threshold stopped) by status: input, kept, skipped, invalid, missing, empty.",
 			`{`+label+`,status="input"} `+strconv.FormatInt(t.Total, 10),
 			`{`+label+`,status="kept"} `+strconv.FormatInt(t.Kept, 10),
 			`{`+label+`,status="skipped"} `+strconv.FormatInt(t.Skipped, 10),
@@ -96,7 +111,7 @@ func writeBuildMetrics(path string, m buildMetrics) error {
 			reasons = append(reasons, `{`+label+`,reason="`+escapeLabel(string(k))+`"} `+strconv.FormatInt(t.ByReason[k], 10))
 		}
 		if len(reasons) > 0 {
-			gauge("warehouse_etl_build_samples_by_reason", "Samples of the version per reason code (a sample with two reasons counts under both).", reasons...)
+			gauge("warehouse_etl_build_samples_by_reason", "Samples of the version (or of the plan a failed threshold stopped) per reason code (a sample with two reasons counts under both).", reasons...)
 		}
 	}
 	return atomicfile.Write(path, []byte(b.String()), 0o644)

@@ -107,9 +107,14 @@ func TestBuildMetricsFile(t *testing.T) {
 		metricValue(t, m, "warehouse_etl_build_last_success_timestamp_seconds"+label) != success {
 		t.Fatalf("after a threshold failure:\n%s", m)
 	}
-	if strings.Contains(m, "warehouse_etl_build_samples{") {
-		t.Errorf("a failed run reports samples:\n%s", m)
+	// A threshold failure reports the samples of the plan it stopped,
+	// by status and by reason (issue 27): what failed, without a version.
+	if metricValue(t, m, `warehouse_etl_build_samples{config="`+cfgPath+`",status="invalid"}`) < 1 ||
+		metricValue(t, m, `warehouse_etl_build_samples_by_reason{config="`+cfgPath+`",reason="invalid_bbox"}`) < 1 ||
+		strings.Contains(m, "warehouse_etl_build_bytes_written{") {
+		t.Errorf("a threshold failure's metrics:\n%s", m)
 	}
+	promtoolCheck(t, metrics)
 	if err := os.WriteFile(cfgPath, []byte(`{"source": {"root": "x"}, "dtype": "f8"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

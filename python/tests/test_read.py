@@ -138,6 +138,19 @@ class ReadMatchesGo(unittest.TestCase):
         self.assertEqual(str(cm.exception),
                          f'{parent}: neither a warehouse version (no manifest.json) nor a root with a "latest" pointer')
 
+    def test_pointer_paths(self):
+        """ROOT/latest and ROOT/latest-<config> name the version beside them (reading.md,
+        Opening 1), as the Go reader resolves them."""
+        fx = fixture(self, "f16")
+        root = fx["root"]
+        pointers = [n for n in os.listdir(root) if n.startswith("latest-") and os.path.islink(os.path.join(root, n))]
+        self.assertEqual(len(pointers), 1, f"want one config pointer in {root}: {os.listdir(root)}")
+        for name in ["latest", pointers[0]]:
+            wh = warehouse_etl.open(os.path.join(root, name))
+            self.assertEqual(wh.dir, os.path.join(root, os.readlink(os.path.join(root, name))))
+            self.assertEqual(os.path.realpath(wh.dir), os.path.realpath(fx["dir"]))
+            wh.close()
+
 
 if __name__ == "__main__":
     unittest.main()

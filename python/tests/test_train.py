@@ -25,6 +25,18 @@ class Train(unittest.TestCase):
         self.assertEqual(len(losses), 3, p.stdout)
         self.assertLess(losses[-1], losses[0], p.stdout)  # deterministic (seed 0): it learns
 
+    def test_config_picks_its_pointer(self):
+        """--config NAME reads ROOT/latest-NAME, the newest version of that config when several
+        configs share the output root (deploy/README.md)."""
+        fx = fixture(self, "demo")
+        names = [n[len("latest-"):] for n in os.listdir(fx["root"]) if n.startswith("latest-")]
+        self.assertEqual(len(names), 1, os.listdir(fx["root"]))
+        p = run("--tensor-warehouse", fx["root"], "--config", names[0], "--steps", "1", "--batch-size", "4")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(os.path.basename(fx["dir"]), p.stdout)
+        p = run("--tensor-warehouse", fx["root"], "--config", "no-such-config", "--steps", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+
     def test_refuses_without_a_warehouse(self):
         for args in ((), ("--tensor-warehouse", os.path.join(REPO, "no", "such", "warehouse"))):
             p = run(*args, "--steps", "1")

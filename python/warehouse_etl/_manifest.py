@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import posixpath
 
 from ._gofmt import format_g, go_errno, go_join, ints, quote
@@ -21,20 +22,41 @@ LATEST_NAME = "latest"
 MANIFEST_DIGEST_NAME = MANIFEST_NAME + ".sha256"
 
 
+_CONFIG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def is_pointer_name(name):
+    """``latest`` or ``latest-<config>``: the pointers of an output root (reading.md, Opening 1)."""
+    if name == LATEST_NAME:
+        return True
+    rest = name[len(LATEST_NAME) + 1:] if name.startswith(LATEST_NAME + "-") else ""
+    return _CONFIG_NAME.fullmatch(rest) is not None
+
+
 def resolve_dir(path):
-    """The version directory of ``path``: itself when it holds manifest.json, else the
+    """The version directory of ``path``: the version a pointer (``ROOT/latest``,
+    ``ROOT/latest-<config>``) names beside it, itself when it holds manifest.json, else the
     version its ``latest`` symlink names beside it (reading.md, Opening 1)."""
     path = os.fspath(path)
+    base = os.path.basename(path.rstrip("/"))
+    if os.path.islink(path.rstrip("/")) and is_pointer_name(base):
+        return _follow(os.path.dirname(path.rstrip("/")) or ".", base)
     if os.path.exists(go_join(path, MANIFEST_NAME)):
         return path
-    link = go_join(path, LATEST_NAME)
+    return _follow(path, LATEST_NAME)
+
+
+def _follow(path, name):
+    link = go_join(path, name)
     try:
         target = os.readlink(link)
     except OSError:
+        if name != LATEST_NAME:
+            raise WarehouseError(f"{link}: not a pointer") from None
         raise WarehouseError(f"{path}: neither a warehouse version (no {MANIFEST_NAME}) nor a root with a "
                              f"{quote(LATEST_NAME)} pointer") from None
     if os.path.isabs(target) or "/" in target or target.startswith("."):
-        raise WarehouseError(f"{path}/{LATEST_NAME} -> {quote(target)}: the pointer must name a version directory beside it")
+        raise WarehouseError(f"{path}/{name} -> {quote(target)}: the pointer must name a version directory beside it")
     return go_join(path, target)
 
 

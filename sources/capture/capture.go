@@ -229,7 +229,8 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("capture: label %s/labels/%s: %w", run, name, err)
 		}
-		l := label{rank: rankUnparseable, badSchema: true, imagePresent: true}
+		l := label{rank: rankUnparseable, badSchema: true, imagePresent: true,
+			schemaDetail: fmt.Sprintf("the label file is larger than %d bytes", s.opts.MaxLabelBytes)}
 		if !tooBig {
 			l = parseLabel(data, s.opts.LabelKeys)
 		}
@@ -263,10 +264,12 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 	var reasons []validate.Reason
 	if l.badSchema {
 		reasons = append(reasons, validate.ReasonBadSchema)
+		smp.Explain(validate.ReasonBadSchema, l.schemaDetail)
 	}
 	if l.rank == rankFramed {
 		if seen[l.frame] {
 			reasons = append(reasons, validate.ReasonDuplicateFrame)
+			smp.Explain(validate.ReasonDuplicateFrame, fmt.Sprintf("frame_id %d again", l.frame))
 		}
 		seen[l.frame] = true
 	}
@@ -282,18 +285,24 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 	case l.rank == rankUnparseable || l.imageWrongType:
 		// bad_schema already says it; whether the label names an image
 		// is unknown (it may, just not as a string).
-	case !l.imagePresent || !l.imageNamed:
+	case !l.imagePresent:
 		// With image_present false, whatever the label names is not used.
 		reasons = append(reasons, validate.ReasonMissingImage)
+		smp.Explain(validate.ReasonMissingImage, "image_present is false")
+	case !l.imageNamed:
+		reasons = append(reasons, validate.ReasonMissingImage)
+		smp.Explain(validate.ReasonMissingImage, "the label has no image field")
 	case !local:
 		reasons = append(reasons, validate.ReasonPathEscape)
+		smp.Explain(validate.ReasonPathEscape, fmt.Sprintf("image %q leaves %s/", l.image, run))
 	default:
-		w, h, r, err := s.probeImage(smp.ImagePath)
+		w, h, r, detail, err := s.probeImage(smp.ImagePath)
 		if err != nil {
 			return nil, err
 		}
 		if r != "" {
 			reasons = append(reasons, r)
+			smp.Explain(r, detail)
 		} else {
 			smp.Width, smp.Height, sized = w, h, true
 		}
@@ -303,6 +312,7 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 		px, r := b.check(smp.Width, smp.Height, sized)
 		if r != "" {
 			reasons = append(reasons, r)
+			smp.Explain(r, b.explain(r, smp.Width, smp.Height))
 			continue
 		}
 		smp.ValidBoxes++
@@ -312,6 +322,7 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 	}
 	if l.hasList && l.entries == 0 {
 		reasons = append(reasons, validate.ReasonEmpty)
+		smp.Explain(validate.ReasonEmpty, "the label list is []")
 	}
 	smp.Reasons = validate.Normalize(reasons)
 	return smp, nil
@@ -334,15 +345,28 @@ func (b labelBox) check(w, h int, sized bool) (px [4]float64, r validate.Reason)
 	return px, validate.ReasonInvalidBBox
 }
 
+// explain says why check gave b reason r.
+func (b labelBox) explain(r validate.Reason, w, h int) string {
+	switch {
+	case b.px != nil:
+		return validate.ExplainBox("bbox_px", *b.px, r, w, h)
+	case b.norm != nil && validate.CheckNorm(*b.norm) != "":
+		return validate.ExplainBox("bbox_norm", *b.norm, r, 0, 0) // wrong before the image counts
+	case b.norm != nil:
+		return validate.ExplainBox("bbox_norm", *b.norm, r, w, h)
+	}
+	return "an entry with neither bbox_px nor bbox_norm"
+}
+
 // probeImage checks the image at rel (relative to the root) and reads its
 // size from the header. Problems of the file are reasons; errors of the
 // file system are errors.
-func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error) {
-	w, h, r, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
+func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, detail string, err error) {
+	w, h, r, detail, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("capture: %w", err)
+		return 0, 0, "", "", fmt.Errorf("capture: %w", err)
 	}
-	return w, h, r, nil
+	return w, h, r, detail, nil
 }
 
 // ReadImage returns the bytes of the sample's image, refusing files larger

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"warehouse-etl/sources"
@@ -42,7 +44,8 @@ type label struct {
 	entries        int    // entries in the label list, well-formed or not
 	boxes          []labelBox
 	badSchema      bool
-	notRegular     bool // the label file is a symbolic link or not a regular file: not read
+	notRegular     bool   // the label file is a symbolic link or not a regular file: not read
+	schemaDetail   string // the first schema problem in words, when badSchema
 }
 
 // labelBox is one well-formed entry of the label list, not yet checked.
@@ -83,32 +86,46 @@ func parseLabel(data []byte, listKeys []string) label {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
 		l.rank, l.badSchema = rankUnparseable, true
+		l.schemaDetail = "not a JSON object"
+		if len(bytes.TrimSpace(data)) == 0 {
+			l.schemaDetail = fmt.Sprintf("%d-byte file", len(data))
+		} else if err != nil {
+			l.schemaDetail = jsonErrorDetail(data, err)
+		}
+		l.salvage(data, listKeys)
 		return l
 	}
 	l.rank = rankUnframed
-	fail := func() { l.badSchema = true }
+	fail := func(detail string) {
+		if !l.badSchema {
+			l.badSchema, l.schemaDetail = true, detail
+		}
+	}
+	wrongType := func(key, want string, raw json.RawMessage) {
+		fail(fmt.Sprintf("%s is %s, want %s", key, shorten(raw), want))
+	}
 
 	if raw, ok := present(obj, "frame_id"); ok {
 		if v, err := strconv.ParseUint(numberLiteral(raw), 10, 64); err == nil {
 			l.frame, l.rank = v, rankFramed
 		} else {
-			fail()
+			wrongType("frame_id", "an integer 0..2^64-1", raw)
 		}
 	} else {
-		fail()
+		fail("no frame_id")
 	}
 	if raw, ok := present(obj, "sim_time"); ok {
 		if v, ok := finiteNumber(raw); ok {
 			l.simTime = v
 		} else {
-			fail()
+			wrongType("sim_time", "a number", raw)
 		}
 	}
 	if raw, ok := present(obj, "unix_time"); ok {
 		if v, ok := unixNanos(numberLiteral(raw)); ok {
 			l.unixTimeNs = v
 		} else {
-			fail()
+			wrongType("unix_time", "a number of seconds", raw)
 		}
 	}
 	if raw, ok := present(obj, "image"); ok {
@@ -116,64 +133,156 @@ func parseLabel(data []byte, listKeys []string) label {
 			l.image, l.imageNamed = v, v != ""
 		} else {
 			l.imageWrongType = true
-			fail()
+			wrongType("image", "a string", raw)
 		}
 	}
 	if raw, ok := present(obj, "image_present"); ok {
 		if v, ok := boolValue(raw); ok {
 			l.imagePresent = v
 		} else {
-			fail()
+			wrongType("image_present", "true or false", raw)
 		}
 	}
 	if raw, ok := present(obj, "camera_active"); ok {
 		if _, ok := boolValue(raw); !ok {
-			fail()
+			wrongType("camera_active", "true or false", raw)
 		}
 	}
-	list, found := json.RawMessage(nil), false
+	list, found, listKey := json.RawMessage(nil), false, ""
 	for _, k := range listKeys {
 		if raw, ok := obj[k]; ok {
-			list, found = raw, true
+			list, found, listKey = raw, true, k
 			break
 		}
 	}
-	if !found || !l.readList(list) {
-		fail()
+	switch {
+	case !found:
+		fail(fmt.Sprintf("no label list (%s)", strings.Join(listKeys, ", ")))
+	default:
+		if detail := l.readList(list); detail != "" {
+			fail(listKey + ": " + detail)
+		}
 	}
 	return l
 }
 
-// readList reads the label list into l.boxes. It returns false when the
-// list or any entry is malformed; well-formed entries are kept either way.
-func (l *label) readList(raw json.RawMessage) bool {
+// salvage reads what it can of a label that is not valid JSON, for the
+// record only: a writer such as Python's json.dumps puts NaN or Infinity
+// where JSON has no such literal, and the rest of the file still says
+// which frame and image it was. The label stays unparseable (its rank,
+// hence the run's order, does not change); only frame and image are kept.
+func (l *label) salvage(data []byte, listKeys []string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(nonFiniteToZero(data), &obj) != nil || obj == nil {
+		return
+	}
+	if raw, ok := present(obj, "frame_id"); ok {
+		if v, err := strconv.ParseUint(numberLiteral(raw), 10, 64); err == nil {
+			l.frame = v
+		}
+	}
+	if raw, ok := present(obj, "image"); ok {
+		if v, ok := stringValue(raw); ok {
+			l.image, l.imageNamed = v, v != ""
+		}
+	}
+}
+
+// nonFiniteLiterals are the tokens Python's json module writes for
+// non-finite floats.
+var nonFiniteLiterals = []string{"-Infinity", "Infinity", "NaN"}
+
+// nonFiniteToZero replaces NaN, Infinity and -Infinity outside strings
+// with 0 padded to the same length, so that byte offsets stay.
+func nonFiniteToZero(data []byte) []byte {
+	out := bytes.Clone(data)
+	inString := false
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString:
+			for _, lit := range nonFiniteLiterals {
+				if bytes.HasPrefix(out[i:], []byte(lit)) {
+					copy(out[i:], "0"+strings.Repeat(" ", len(lit)-1))
+					i += len(lit) - 1
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// jsonErrorDetail says where and why data is not JSON: "invalid JSON: NaN
+// at byte 56" for the literals Python writes, else the decoder's message
+// with the byte offset (counted from 0).
+func jsonErrorDetail(data []byte, err error) string {
+	var syn *json.SyntaxError
+	if ute := (*json.UnmarshalTypeError)(nil); errors.As(err, &ute) {
+		return "the label is a JSON " + ute.Value + ", want an object"
+	}
+	if !errors.As(err, &syn) {
+		return "invalid JSON: " + err.Error()
+	}
+	at := max(syn.Offset-1, 0) // Offset is just after the byte that failed
+	for _, lit := range nonFiniteLiterals {
+		for _, start := range []int64{at, at - 1} {
+			if start >= 0 && start < int64(len(data)) && bytes.HasPrefix(data[start:], []byte(lit)) {
+				return fmt.Sprintf("invalid JSON: %s at byte %d", lit, start)
+			}
+		}
+	}
+	return fmt.Sprintf("invalid JSON at byte %d: %v", at, err)
+}
+
+// shorten quotes a raw JSON value for a message, cut to 40 bytes.
+func shorten(raw json.RawMessage) string {
+	if len(raw) > 40 {
+		return string(raw[:37]) + "..."
+	}
+	return string(raw)
+}
+
+// readList reads the label list into l.boxes. It returns the first
+// problem in words when the list or any entry is malformed ("" when all is
+// well); well-formed entries are kept either way.
+func (l *label) readList(raw json.RawMessage) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return false
+		return "not an array"
 	}
 	l.hasList = true
-	ok := true
+	problem := ""
+	note := func(detail string) {
+		if problem == "" {
+			problem = fmt.Sprintf("entry %d: %s", l.entries-1, detail)
+		}
+	}
 	for dec.More() {
 		if l.entries == maxLabelEntries {
 			l.boxes = nil
-			return false
+			return fmt.Sprintf("more than %d entries", maxLabelEntries)
 		}
 		l.entries++
 		var entry map[string]json.RawMessage
 		if err := dec.Decode(&entry); err != nil || entry == nil {
 			// The document is valid JSON, so a failed Decode means the
 			// entry is not an object; the decoder has consumed it.
-			ok = false
+			note("not an object")
 			continue
 		}
-		b, good := parseBox(entry)
-		if !good {
-			ok = false
+		b, detail := parseBox(entry)
+		if detail != "" {
+			note(detail)
 			continue
 		}
 		l.boxes = append(l.boxes, b)
 	}
-	return ok
+	return problem
 }
 
 // localImage returns the image path cleaned and relative to the run
@@ -186,10 +295,14 @@ func (l *label) localImage() (string, bool) {
 	return path.Clean(filepath.ToSlash(l.image)), true
 }
 
-// parseBox reads one entry of the label list.
-func parseBox(entry map[string]json.RawMessage) (labelBox, bool) {
-	var b labelBox
-	ok := true
+// parseBox reads one entry of the label list; detail is its first problem
+// in words, "" when it is well-formed.
+func parseBox(entry map[string]json.RawMessage) (b labelBox, detail string) {
+	fail := func(d string) {
+		if detail == "" {
+			detail = d
+		}
+	}
 	for _, f := range []struct {
 		key string
 		dst **[4]float64
@@ -200,7 +313,7 @@ func parseBox(entry map[string]json.RawMessage) (labelBox, bool) {
 		}
 		var v [4]float64
 		if !boxNumbers(raw, v[:]) {
-			ok = false
+			fail(fmt.Sprintf("%s is %s, want 4 numbers", f.key, shorten(raw)))
 			continue
 		}
 		*f.dst = &v
@@ -208,12 +321,15 @@ func parseBox(entry map[string]json.RawMessage) (labelBox, bool) {
 	if raw, found := present(entry, "center_world"); found {
 		var v [3]float64
 		if !boxNumbers(raw, v[:]) {
-			ok = false
+			fail(fmt.Sprintf("center_world is %s, want 3 numbers", shorten(raw)))
 		}
 	}
 	class, classOK := parseClass(entry)
+	if !classOK {
+		fail("class_id, class_name and class disagree or have the wrong type")
+	}
 	b.class = class
-	return b, ok && classOK
+	return b, detail
 }
 
 // parseClass reads class_id, class_name and class.

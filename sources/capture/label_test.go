@@ -118,8 +118,45 @@ func TestParseLabel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := parseLabel([]byte(tt.json), keys)
+		if got.badSchema != (got.schemaDetail != "") {
+			t.Errorf("%s: badSchema %v with detail %q", tt.name, got.badSchema, got.schemaDetail)
+		}
+		got.schemaDetail = "" // TestParseLabelDetail checks the words
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestParseLabelDetail checks what a bad_schema label says in words, and
+// that a label Python's json.dumps wrote with NaN keeps its frame and image.
+func TestParseLabelDetail(t *testing.T) {
+	keys := []string{"labels"}
+	tests := []struct {
+		name, json, detail string
+		frame              uint64
+		image              string
+	}{
+		{"NaN", `{"frame_id": 5, "image": "images/f5.png", "sim_time": NaN, "labels": []}`, "invalid JSON: NaN at byte 54", 5, "images/f5.png"},
+		{"-Infinity in a box", `{"frame_id": 7, "image": "a.png", "labels": [{"bbox_px": [1, 2, -Infinity, 4]}]}`, "invalid JSON: -Infinity at byte 64", 7, "a.png"},
+		{"NaN inside a string is not a literal", `{"frame_id": 2, "image": "NaN.png", "x": NaN, "labels": []}`, "invalid JSON: NaN at byte 41", 2, "NaN.png"},
+		{"empty file", ``, "0-byte file", 0, ""},
+		{"truncated", `{"frame_id": 1, `, "invalid JSON at byte 15: unexpected end of JSON input", 0, ""},
+		{"array", `[1, 2]`, "the label is a JSON array, want an object", 0, ""},
+		{"null", `null`, "not a JSON object", 0, ""},
+		{"no frame_id", `{"labels": []}`, "no frame_id", 0, ""},
+		{"frame_id string", `{"frame_id": "3", "labels": []}`, `frame_id is "3", want an integer 0..2^64-1`, 0, ""},
+		{"image number", `{"frame_id": 3, "image": 7, "labels": []}`, "image is 7, want a string", 3, ""},
+		{"no list", `{"frame_id": 3}`, "no label list (labels)", 3, ""},
+		{"list object", `{"frame_id": 3, "labels": {}}`, "labels: not an array", 3, ""},
+		{"bbox three numbers", `{"frame_id": 3, "labels": [{"bbox_px": [1, 2, 3, 4]}, {"bbox_px": [1, 2, 3]}]}`, "labels: entry 1: bbox_px is [1, 2, 3], want 4 numbers", 3, ""},
+		{"class disagrees", `{"frame_id": 3, "labels": [{"class_id": 1, "class": 2}]}`, "labels: entry 0: class_id, class_name and class disagree or have the wrong type", 3, ""},
+	}
+	for _, tt := range tests {
+		l := parseLabel([]byte(tt.json), keys)
+		if !l.badSchema || l.schemaDetail != tt.detail || l.frame != tt.frame || l.image != tt.image {
+			t.Errorf("%s: badSchema %v, detail %q, frame %d, image %q; want detail %q, frame %d, image %q",
+				tt.name, l.badSchema, l.schemaDetail, l.frame, l.image, tt.detail, tt.frame, tt.image)
 		}
 	}
 }

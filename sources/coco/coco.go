@@ -322,6 +322,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 			return err
 		}
 		smp := &sources.Sample{Frame: id}
+		smp.Explain(validate.ReasonUnknownImage, fmt.Sprintf("annotations name image_id %d, which images does not list", id))
 		reasons := s.annotate(smp, d.group(id), false, []validate.Reason{validate.ReasonUnknownImage})
 		smp.Reasons = validate.Normalize(reasons)
 		if err := emit(smp); err != nil {
@@ -329,7 +330,9 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 		}
 	}
 	if d.badAnns > 0 {
-		if err := emit(&sources.Sample{Reasons: []validate.Reason{validate.ReasonBadSchema}}); err != nil {
+		smp := &sources.Sample{}
+		smp.Reject(validate.ReasonBadSchema, fmt.Sprintf("%d annotations without a usable image_id", d.badAnns))
+		if err := emit(smp); err != nil {
 			return err
 		}
 	}
@@ -342,31 +345,41 @@ func (s *Source) imageSample(im *imageRec) (*sources.Sample, error) {
 	var reasons []validate.Reason
 	if im.flags&imgBadSchema != 0 {
 		reasons = append(reasons, validate.ReasonBadSchema)
+		smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("images[%d]: id, file_name, width or height missing or of the wrong type", im.pos))
 	}
-	if im.flags&(imgDupID|imgDupName) != 0 {
+	switch {
+	case im.flags&imgDupID != 0:
 		reasons = append(reasons, validate.ReasonDuplicateImage)
+		smp.Explain(validate.ReasonDuplicateImage, fmt.Sprintf("images[%d]: id %d is listed a second time", im.pos, im.id))
+	case im.flags&imgDupName != 0:
+		reasons = append(reasons, validate.ReasonDuplicateImage)
+		smp.Explain(validate.ReasonDuplicateImage, fmt.Sprintf("images[%d]: file_name %q is listed a second time", im.pos, im.name))
 	}
 	sized := false
 	switch {
 	case im.flags&imgNamed == 0:
 		if im.flags&imgBadSchema == 0 {
 			reasons = append(reasons, validate.ReasonMissingImage) // file_name is ""
+			smp.Explain(validate.ReasonMissingImage, fmt.Sprintf("images[%d]: file_name is empty", im.pos))
 		}
 	case im.flags&imgLocal == 0:
 		reasons = append(reasons, validate.ReasonPathEscape)
+		smp.Explain(validate.ReasonPathEscape, fmt.Sprintf("images[%d]: file_name %q leaves the image folder", im.pos, im.name))
 	default:
 		smp.ImagePath = im.name
-		w, h, r, err := s.probeImage(im.name)
+		w, h, r, detail, err := s.probeImage(im.name)
 		if err != nil {
 			return nil, err
 		}
 		if r != "" {
 			reasons = append(reasons, r)
+			smp.Explain(r, detail)
 			break
 		}
 		smp.Width, smp.Height, sized = w, h, true
 		if (im.declW != 0 && im.declW != int64(w)) || (im.declH != 0 && im.declH != int64(h)) {
 			reasons = append(reasons, validate.ReasonImageSizeMismatch)
+			smp.Explain(validate.ReasonImageSizeMismatch, fmt.Sprintf("images[%d] says %dx%d, the file's header %dx%d", im.pos, im.declW, im.declH, w, h))
 		}
 	}
 	if im.flags&imgHasID != 0 && im.flags&imgDupID == 0 {
@@ -384,6 +397,7 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		a := s.doc.anns.at(ref.idx)
 		if a.flags&annBadSchema != 0 {
 			reasons = append(reasons, validate.ReasonBadSchema)
+			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): a field is missing or of the wrong type", ref.idx))
 			if a.flags&annCrowd == 0 {
 				boxes++
 			}
@@ -396,11 +410,17 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		boxes++
 		var px [4]float64
 		ci, classR, boxR := s.checkBox(a, sized, smp.Width, smp.Height, &px)
-		if classR != "" {
+		switch classR {
+		case validate.ReasonBadSchema:
 			reasons = append(reasons, classR)
+			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): no category_id", ref.idx))
+		case validate.ReasonUnknownClass:
+			reasons = append(reasons, classR)
+			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): category_id %d is not in categories", ref.idx, a.cat))
 		}
 		if boxR != "" {
 			reasons = append(reasons, boxR)
+			smp.Explain(boxR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): %s", ref.idx, explainBBox(a, boxR, smp.Width, smp.Height)))
 		}
 		if classR != "" || boxR != "" {
 			continue
@@ -412,9 +432,11 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 	}
 	if boxes == 0 {
 		reasons = append(reasons, validate.ReasonEmpty)
+		smp.Explain(validate.ReasonEmpty, "no annotations for this image")
 	}
 	if crowd {
 		reasons = append(reasons, validate.ReasonCrowdSkipped)
+		smp.Explain(validate.ReasonCrowdSkipped, "iscrowd annotations are not used as boxes")
 	}
 	return reasons
 }
@@ -506,12 +528,29 @@ func boxReason(a *annotation, sized bool, w, h int, px *[4]float64) validate.Rea
 // probeImage checks the image at rel (relative to the root) and reads its
 // size from the header. Problems of the file are reasons; errors of the
 // file system are errors.
-func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error) {
-	w, h, r, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
+func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, detail string, err error) {
+	w, h, r, detail, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("coco: %w", err)
+		return 0, 0, "", "", fmt.Errorf("coco: %w", err)
 	}
-	return w, h, r, nil
+	return w, h, r, detail, nil
+}
+
+// explainBBox says why boxReason gave a reason r: the bbox as listed
+// ([x, y, width, height]) and what is wrong with it.
+func explainBBox(a *annotation, r validate.Reason, w, h int) string {
+	if a.flags&annBBox == 0 {
+		return "no bbox"
+	}
+	b := a.bbox
+	listed := "bbox " + validate.FormatBox(b)
+	switch {
+	case !(b[2] > 0):
+		return listed + ": width is not > 0"
+	case !(b[3] > 0):
+		return listed + ": height is not > 0"
+	}
+	return validate.ExplainBox(listed+" as corners", [4]float64{b[0], b[1], b[0] + b[2], b[1] + b[3]}, r, w, h)
 }
 
 // ReadImage returns the bytes of the sample's image, refusing files larger

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -391,6 +392,12 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 		s.log.Warn(msg, "file", of.rel, "episode", ep.name, "err", err)
 	}
 	var common []validate.Reason // reasons of every frame of the episode
+	var commonDetails validate.Details
+	fault := func(r validate.Reason, msg string, err error) {
+		common = append(common, r)
+		commonDetails.Note(r, err.Error())
+		warn(msg, err)
+	}
 	fps := 0.0
 	meta, err := f.Meta(ep.entry)
 	switch {
@@ -406,8 +413,7 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 		}
 	case errors.Is(err, ErrCorrupt):
 		attrs["meta_error"] = err.Error()
-		common = append(common, validate.ReasonBadSchema)
-		warn("kdb meta blob is malformed", err)
+		fault(validate.ReasonBadSchema, "kdb meta blob is malformed", err)
 	default:
 		return fmt.Errorf("kdb: %s: %w", of.rel, err)
 	}
@@ -421,18 +427,18 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 	if e.NumFrames == 0 {
 		smp := base
 		smp.Reasons = append(common, validate.ReasonZeroFrames)
+		smp.Details = maps.Clone(commonDetails)
+		smp.Explain(validate.ReasonZeroFrames, "the index lists 0 frames for episode "+strconv.FormatUint(e.EpisodeID, 10))
 		return emit(&smp)
 	}
 
 	steps, err := f.Steps(ep.entry)
 	if err != nil {
-		common = append(common, validate.ReasonLengthMismatch)
-		warn("kdb state/action section disagrees with the index", err)
+		fault(validate.ReasonLengthMismatch, "kdb state/action section disagrees with the index", err)
 	}
 	if (slices.Contains(s.opts.Extras, FieldState) && int(e.StateDim) != s.dims.state) ||
 		(slices.Contains(s.opts.Extras, FieldAction) && int(e.ActionDim) != s.dims.action) {
-		common = append(common, validate.ReasonLengthMismatch)
-		warn("kdb episode's state or action length differs from the dataset's extras",
+		fault(validate.ReasonLengthMismatch, "kdb episode's state or action length differs from the dataset's extras",
 			fmt.Errorf("state_dim %d, action_dim %d; extras have %d, %d", e.StateDim, e.ActionDim, s.dims.state, s.dims.action))
 	}
 	if len(s.extras) == 0 || slices.Contains(common, validate.ReasonLengthMismatch) {
@@ -443,8 +449,7 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 	case err == nil:
 		frames = f.Frames(ep.entry)
 	case errors.Is(err, ErrCorrupt):
-		common = append(common, validate.ReasonDecodeError)
-		warn("kdb image section is malformed (a file of the pre-format-byte layout reads like this)", err)
+		fault(validate.ReasonDecodeError, "kdb image section is malformed (a file of the pre-format-byte layout reads like this)", err)
 	default:
 		return fmt.Errorf("kdb: %s: %w", of.rel, err)
 	}
@@ -460,6 +465,7 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 			smp.SimTime = float64(t) / fps
 		}
 		smp.Reasons = slices.Clone(common)
+		smp.Details = maps.Clone(commonDetails)
 		if frames != nil {
 			cams, err := frames.Next()
 			if err != nil {
@@ -467,23 +473,23 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 			}
 			i := slices.IndexFunc(cams, func(c CameraRecord) bool { return c.Name == s.camera })
 			if i < 0 {
-				smp.Reasons = append(smp.Reasons, validate.ReasonCameraMissing)
+				smp.Reject(validate.ReasonCameraMissing, fmt.Sprintf("no camera %q among the frame's %d", s.camera, len(cams)))
 			} else {
 				rec := cams[i]
 				smp.Locator = fmt.Sprintf("%d#%d@%d", e.EpisodeID, t, rec.Offset)
-				w, h, reason, err := s.inspect(f, rec)
+				w, h, reason, detail, err := s.inspect(f, rec)
 				if err != nil {
 					return fmt.Errorf("kdb: %s: %w", of.rel, err)
 				}
 				smp.Width, smp.Height = w, h
 				if reason != "" {
-					smp.Reasons = append(smp.Reasons, reason)
+					smp.Reject(reason, detail)
 				}
 				if reason == "" || reason == validate.ReasonDimsMismatch {
 					if refW == 0 {
 						refW, refH = w, h
 					} else if w != refW || h != refH {
-						smp.Reasons = append(smp.Reasons, validate.ReasonDimsMismatch)
+						smp.Reject(validate.ReasonDimsMismatch, fmt.Sprintf("%dx%d, the episode's first frame is %dx%d", w, h, refW, refH))
 					}
 				}
 			}
@@ -505,40 +511,40 @@ func (s *Source) scanEpisode(ctx context.Context, idx int, ep episode, seq *int6
 // inspect finds the size of a camera image and what is wrong with it, if
 // anything, reading at most a header prefix of a compressed image's data.
 // err is an I/O error only.
-func (s *Source) inspect(f *File, rec CameraRecord) (w, h int, reason validate.Reason, err error) {
+func (s *Source) inspect(f *File, rec CameraRecord) (w, h int, reason validate.Reason, detail string, err error) {
 	w, h = int(rec.Width), int(rec.Height)
 	if !rec.Compressed() {
 		switch {
 		case rec.Channels != 1 && rec.Channels != 3 && rec.Channels != 4, w == 0, h == 0:
-			return w, h, validate.ReasonDecodeError, nil
+			return w, h, validate.ReasonDecodeError, fmt.Sprintf("raw frame %dx%d with %d channels", w, h, rec.Channels), nil
 		case uint64(rec.Width)*uint64(rec.Height)*uint64(rec.Channels) != uint64(rec.DataLen):
-			return w, h, validate.ReasonBlockSizeMismatch, nil
+			return w, h, validate.ReasonBlockSizeMismatch, fmt.Sprintf("raw frame %dx%dx%d is %d bytes, not %d", w, h, rec.Channels, rec.DataLen, uint64(rec.Width)*uint64(rec.Height)*uint64(rec.Channels)), nil
 		}
-		return w, h, "", nil
+		return w, h, "", "", nil
 	}
 	if int64(rec.DataLen) > s.opts.MaxImageBytes {
-		return w, h, validate.ReasonDecodeError, nil
+		return w, h, validate.ReasonDecodeError, fmt.Sprintf("%d-byte image, more than the limit of %d", rec.DataLen, s.opts.MaxImageBytes), nil
 	}
 	for _, n := range headerProbes {
 		prefix, err := f.ReadData(rec, n)
 		if err != nil {
-			return 0, 0, "", err
+			return 0, 0, "", "", err
 		}
 		dw, dh, format, derr := transforms.DecodeConfig(prefix)
 		if derr == nil {
 			if format != "jpeg" && format != "png" {
-				return w, h, validate.ReasonDecodeError, nil
+				return w, h, validate.ReasonDecodeError, "a " + format + " image, want jpeg or png", nil
 			}
 			if dw != w || dh != h {
-				return dw, dh, validate.ReasonDimsMismatch, nil
+				return dw, dh, validate.ReasonDimsMismatch, fmt.Sprintf("the record says %dx%d, the image header %dx%d", w, h, dw, dh), nil
 			}
-			return w, h, "", nil
+			return w, h, "", "", nil
 		}
 		if len(prefix) == int(rec.DataLen) {
 			break
 		}
 	}
-	return w, h, validate.ReasonDecodeError, nil
+	return w, h, validate.ReasonDecodeError, "the image header cannot be decoded", nil
 }
 
 // flatten lays one step out in the order of Extras.

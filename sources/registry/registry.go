@@ -25,16 +25,19 @@ type Kind struct {
 	Name string // the config's source.kind
 	// NewSettings returns the kind's settings with their defaults.
 	NewSettings func() sources.Settings
+	// Layout says in words what a root of this kind holds, for the error
+	// of a root that yields no samples.
+	Layout string
 }
 
 // kinds are every source kind, in the order the config's error names them.
 var kinds = []Kind{
-	{capture.Kind, capture.NewSettings},
-	{coco.Kind, coco.NewSettings},
-	{yolo.Kind, yolo.NewSettings},
-	{kdb.Kind, kdb.NewSettings},
-	{wshard.Kind, wshard.NewSettings},
-	{roverd.Kind, roverd.NewSettings},
+	{capture.Kind, capture.NewSettings, "run folders, each with labels/*.json naming images in the run folder"},
+	{coco.Kind, coco.NewSettings, "the images that source.annotations (a COCO instances JSON) lists, under the root"},
+	{yolo.Kind, yolo.NewSettings, "data.yaml, images/<split>/ and labels/<split>/*.txt (or the split's image list)"},
+	{kdb.Kind, kdb.NewSettings, "*.kdb files with at least one episode"},
+	{wshard.Kind, wshard.NewSettings, "*.wshard episode files (or a glob or file naming them)"},
+	{roverd.Kind, roverd.NewSettings, "dataset folders whose sensor folders hold meta.json and the camera's frames"},
 }
 
 // Kinds returns every source kind.

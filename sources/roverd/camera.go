@@ -52,6 +52,7 @@ type cameraPlan struct {
 	reader  cameraReader
 	ts      []float64
 	reasons []validate.Reason // on every sample
+	details validate.Details  // their causes in words
 	notes   []string          // truncation
 	attrs   map[string]string // entry attributes
 	empty   []bool            // frames whose chunk is empty (mjpg)
@@ -200,12 +201,14 @@ func (s *Source) openCamera(ds dataset) (*cameraPlan, *failure) {
 	if err != nil {
 		plan.reasons = append(plan.reasons, validate.ReasonDecodeError)
 		plan.attrs["size_error"] = s.message(err)
+		plan.details.Note(validate.ReasonDecodeError, "frame size: "+plan.attrs["size_error"])
 		return plan, nil
 	}
 	plan.info.width, plan.info.height = w, h
 	if (ch.Format == FormatMJPG || ch.Format == FormatJPG) && len(ch.Shape) >= 2 && (ch.Shape[0] != h || ch.Shape[1] != w) {
 		plan.reasons = append(plan.reasons, validate.ReasonDimsMismatch)
 		plan.attrs["dims"] = fmt.Sprintf("meta.json shape %v, frames are %dx%d (width x height)", ch.Shape, w, h)
+		plan.details.Note(validate.ReasonDimsMismatch, plan.attrs["dims"])
 	}
 	return plan, nil
 }

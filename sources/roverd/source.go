@@ -77,6 +77,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -487,7 +488,9 @@ func (s *Source) scanDataset(ctx context.Context, i int, ds dataset, seq *int64,
 		}
 		attrs["error"] = s.message(fail.err)
 		s.log.Warn("roverd dataset has no readable camera", "dataset", ds.name, "reason", fail.reason, "err", fail.err)
-		return emit(&sources.Sample{Locator: ds.name + "/" + s.camera.sensor, Reasons: []validate.Reason{fail.reason}})
+		smp := &sources.Sample{Locator: ds.name + "/" + s.camera.sensor}
+		smp.Reject(fail.reason, attrs["error"])
+		return emit(smp)
 	}
 	s.cams[i] = cam.info
 	s.readers.put(i, cam.reader)
@@ -509,9 +512,11 @@ func (s *Source) scanDataset(ctx context.Context, i int, ds dataset, seq *int64,
 		}
 	}
 	common := slices.Clone(cam.reasons)
+	commonDetails := maps.Clone(cam.details)
 	if len(notes) > 0 {
 		common = append(common, validate.ReasonLengthTruncated)
 		attrs["truncated"] = strings.Join(notes, "; ")
+		commonDetails.Note(validate.ReasonLengthTruncated, attrs["truncated"])
 		s.log.Warn("roverd dataset truncated: using the common length", "dataset", ds.name, "dropped", attrs["truncated"])
 	}
 	if len(extrasErrs) > 0 {
@@ -532,22 +537,26 @@ func (s *Source) scanDataset(ctx context.Context, i int, ds dataset, seq *int64,
 			ImagePath: ds.relPath(s.camera.sensor, cam.info.imageFile(k)),
 			Locator:   fmt.Sprintf("%s/%s#%d", ds.name, s.camera.sensor, k),
 			Reasons:   slices.Clone(common),
+			Details:   maps.Clone(commonDetails),
 		}
 		t := cam.ts[k]
 		finite := !math.IsNaN(t) && !math.IsInf(t, 0)
 		if finite && math.Abs(t) < math.MaxInt64/1e9 {
 			smp.UnixTimeNs = int64(math.Round(t * 1e9))
 		}
-		if !finite || (k > 0 && !math.IsNaN(cam.ts[k-1]) && !(t > cam.ts[k-1])) {
-			smp.Reasons = append(smp.Reasons, validate.ReasonTimestampNotMonotonic)
+		switch {
+		case !finite:
+			smp.Reject(validate.ReasonTimestampNotMonotonic, fmt.Sprintf("timestamp %v", t))
+		case k > 0 && !math.IsNaN(cam.ts[k-1]) && !(t > cam.ts[k-1]):
+			smp.Reject(validate.ReasonTimestampNotMonotonic, fmt.Sprintf("timestamp %.6f s is not after the previous frame's %.6f s", t, cam.ts[k-1]))
 		}
 		if cam.emptyFrame(k) {
-			smp.Reasons = append(smp.Reasons, validate.ReasonDecodeError)
+			smp.Reject(validate.ReasonDecodeError, "the frame's chunk in the AVI is 0 bytes")
 		}
 		// A frame without a finite time cannot be joined; its timestamp
 		// reason says why.
 		if len(s.extras) > 0 && finite {
-			vals, reasons, err := s.joinExtras(groups, slots, t)
+			vals, reasons, err := s.joinExtras(groups, slots, t, &smp.Details)
 			if err != nil {
 				return fmt.Errorf("roverd: %s frame %d: %w", ds.name, k, err)
 			}
@@ -698,17 +707,19 @@ func commonLength(sensor string, ls []namedExtent) (int, string) {
 
 // joinExtras reads the configured extras for a frame at time t. A data
 // problem becomes reasons (all of them); an OS error is returned.
-func (s *Source) joinExtras(groups, slots []*extraGroup, t float64) ([]float32, []validate.Reason, error) {
+func (s *Source) joinExtras(groups, slots []*extraGroup, t float64, d *validate.Details) ([]float32, []validate.Reason, error) {
 	var reasons []validate.Reason
 	matched := make(map[*extraGroup]int, len(groups))
 	for _, g := range groups {
 		if g.fail != nil {
 			reasons = append(reasons, g.fail.reason)
+			d.Note(g.fail.reason, g.sensor+": "+s.message(g.fail.err))
 			continue
 		}
 		j, ok := g.match(t, s.tolerSec)
 		if !ok {
 			reasons = append(reasons, validate.ReasonNoMatchWithinTolerance)
+			d.Note(validate.ReasonNoMatchWithinTolerance, fmt.Sprintf("no %s sample within %g s of the frame at %.6f s", g.sensor, s.tolerSec, t))
 			continue
 		}
 		matched[g] = j
@@ -728,7 +739,9 @@ func (s *Source) joinExtras(groups, slots []*extraGroup, t float64) ([]float32, 
 			if isOSError(err) {
 				return nil, nil, err
 			}
-			reasons = append(reasons, classify(err, validate.ReasonMissingBlock).reason)
+			f := classify(err, validate.ReasonMissingBlock)
+			reasons = append(reasons, f.reason)
+			d.Note(f.reason, g.sensor+": "+s.message(f.err))
 			continue
 		}
 		vals = g.dtypes[ref.channel].AppendFloat32(vals, rec)

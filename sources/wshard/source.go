@@ -327,6 +327,7 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 			return err
 		}
 		es := &episodeScan{s: s, index: int32(i), em: em, attrs: map[string]string{"file": p.rel, "camera": s.camera}}
+		em.details = &es.details
 		if err := es.run(p); err != nil {
 			return err
 		}
@@ -345,6 +346,10 @@ type emitter struct {
 	fn   func(*sources.Sample) error
 	seq  int64
 	held *sources.Sample
+	// details are the causes of the current episode's problems, by
+	// reason: a sample gets the cause of each of its reasons from here
+	// unless it has its own.
+	details *validate.Details
 }
 
 func (e *emitter) push(smp *sources.Sample) error {
@@ -363,6 +368,11 @@ func (e *emitter) flush(extra ...validate.Reason) error {
 	}
 	e.held = nil
 	smp.Reasons = validate.Normalize(append(smp.Reasons, extra...))
+	if e.details != nil {
+		for _, r := range smp.Reasons {
+			smp.Explain(r, (*e.details)[r])
+		}
+	}
 	smp.Seq = e.seq
 	e.seq++
 	return e.fn(smp)
@@ -555,7 +565,7 @@ func (pd *partData) stepBoxes(smp *sources.Sample, t int) {
 		if pd.classes != nil {
 			v := float64(pd.classes[t*pd.boxK+i])
 			if v != math.Trunc(v) || math.IsInf(v, 0) {
-				smp.Reasons = append(smp.Reasons, validate.ReasonBadSchema)
+				smp.Reject(validate.ReasonBadSchema, fmt.Sprintf("box %d: class %v is not an integer", i, v))
 				continue
 			}
 			class = sources.ClassKey{ID: int64(v), HasID: true}
@@ -568,7 +578,7 @@ func (pd *partData) stepBoxes(smp *sources.Sample, t int) {
 			reason = validate.CheckOrder(b)
 		}
 		if reason != "" {
-			smp.Reasons = append(smp.Reasons, reason)
+			smp.Reject(reason, fmt.Sprintf("box %d: %s", i, validate.ExplainBox("box", b, reason, pd.w, pd.h)))
 			continue
 		}
 		smp.ValidBoxes++
@@ -577,7 +587,7 @@ func (pd *partData) stepBoxes(smp *sources.Sample, t int) {
 		}
 	}
 	if n == 0 {
-		smp.Reasons = append(smp.Reasons, validate.ReasonEmpty)
+		smp.Reject(validate.ReasonEmpty, "every box row of this step is padding")
 	}
 }
 
@@ -612,6 +622,7 @@ type episodeScan struct {
 	steps      int64
 	problems   int
 	firstError string
+	details    validate.Details // the first problem of each reason, in words
 }
 
 func (es *episodeScan) entry() warehouse.SourceEntry {
@@ -633,13 +644,14 @@ func (es *episodeScan) problem(err error) {
 		es.firstError = err.Error()
 	}
 	es.problems++
-	if es.problems > maxLoggedProblems {
-		return // the count goes into the episode's attributes
-	}
 	reason := validate.ReasonDecodeError
 	var p *Problem
 	if errors.As(err, &p) {
 		reason = p.Reason
+	}
+	es.details.Note(reason, strings.TrimPrefix(err.Error(), "wshard: "))
+	if es.problems > maxLoggedProblems {
+		return // the count goes into the episode's attributes
 	}
 	es.s.log.Warn("wshard episode problem", "episode", es.name, "reason", string(reason), "err", err.Error())
 }

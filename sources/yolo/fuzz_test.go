@@ -79,7 +79,7 @@ func FuzzLabel(f *testing.F) {
 		for _, r := range rs {
 			// invalid_bbox: a box so thin that scaling to 48 px makes
 			// its edges one value.
-			if r != validate.ReasonBBoxOutOfBounds && r != validate.ReasonInvalidBBox {
+			if r := r.reason; r != validate.ReasonBBoxOutOfBounds && r != validate.ReasonInvalidBBox {
 				t.Fatalf("resolving gives %s", r)
 			}
 		}

@@ -2,6 +2,7 @@ package yolo
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -43,6 +44,7 @@ type label struct {
 	lines      int               // non-blank lines
 	boxes      []labelBox        // usable lines, duplicates dropped, in file order
 	reasons    []validate.Reason // bad_schema, unknown_class, invalid_bbox, each at most once
+	details    validate.Details  // each reason's first line, in words
 	duplicates int               // lines dropped as exact duplicates of an earlier line
 }
 
@@ -68,6 +70,7 @@ type parser struct {
 	box        [4]float64
 	boxOK      bool
 	index      map[dedupKey]struct{} // every usable line, once there are dedupScan
+	lineNo     int                   // the line being read, from 1
 }
 
 // dedupKey identifies a usable line for the duplicate check: its class,
@@ -138,6 +141,7 @@ func (p *parser) parse(text string) label {
 // file's duplicate check afresh.
 func (p *parser) eachLine(text string, fn func(n int, line string)) {
 	p.keys = p.keys[:0]
+	p.lineNo = 0
 	clear(p.index)
 	n := 0
 	for text != "" {
@@ -151,6 +155,7 @@ func (p *parser) eachLine(text string, fn func(n int, line string)) {
 		for {
 			part, rest, cr := strings.Cut(line, "\r")
 			n++
+			p.lineNo = n
 			p.fields = splitFields(part, p.fields[:0])
 			if len(p.fields) > 0 {
 				fn(n, part)
@@ -168,22 +173,26 @@ func (p *parser) line(l *label) {
 	p.boxOK = false
 	kind := p.kind(len(p.fields))
 	class, classOK := parseClass(p.fields[0])
-	if kind == lineBad || !classOK {
-		l.add(validate.ReasonBadSchema)
+	if kind == lineBad {
+		l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("%d fields", len(p.fields))))
+		return
+	}
+	if !classOK {
+		l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("class %q is not an integer", p.fields[0])))
 		return
 	}
 	p.values = p.values[:0]
 	for _, f := range p.fields[1:] {
 		v, ok := parseNumber(f)
 		if !ok {
-			l.add(validate.ReasonBadSchema)
+			l.add(validate.ReasonBadSchema, p.where(fmt.Sprintf("%q is not a number", f)))
 			return
 		}
 		p.values = append(p.values, v)
 	}
 	usable := true
 	if class < 0 || class >= p.nc {
-		l.add(validate.ReasonUnknownClass)
+		l.add(validate.ReasonUnknownClass, p.where(fmt.Sprintf("class %d, data.yaml names %d classes", class, p.nc)))
 		usable = false
 	}
 	var norm [4]float64
@@ -194,7 +203,7 @@ func (p *parser) line(l *label) {
 		norm, ok = centreBox(p.values[:4])
 	}
 	if !ok {
-		l.add(validate.ReasonInvalidBBox)
+		l.add(validate.ReasonInvalidBBox, p.where(fmt.Sprintf("%v: no width or height, or not finite", p.values)))
 		usable = false
 	}
 	p.class, p.box, p.boxOK = class, norm, ok
@@ -257,10 +266,16 @@ func (p *parser) kind(n int) lineKind {
 }
 
 // add records a reason once.
-func (l *label) add(r validate.Reason) {
+func (l *label) add(r validate.Reason, detail string) {
 	if !slices.Contains(l.reasons, r) {
 		l.reasons = append(l.reasons, r)
 	}
+	l.details.Note(r, detail)
+}
+
+// where prefixes detail with the line being read.
+func (p *parser) where(detail string) string {
+	return fmt.Sprintf("line %d: %s", p.lineNo, detail)
 }
 
 // centreBox turns cx, cy, w, h into x0, y0, x1, y1.

@@ -411,16 +411,17 @@ func (s *Source) entry(i int, e splitEntry, st entryStats) warehouse.SourceEntry
 func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entryStats) (*sources.Sample, error) {
 	smp := &sources.Sample{}
 	if img.escape {
-		smp.Reasons = []validate.Reason{validate.ReasonPathEscape}
+		smp.Reject(validate.ReasonPathEscape, fmt.Sprintf("the image list names %q, outside the dataset root", img.rel))
 		return smp, nil
 	}
 	var reasons []validate.Reason
 	smp.ImagePath = img.rel
 	if seen[img.rel] {
 		reasons = append(reasons, validate.ReasonDuplicateImage)
+		smp.Explain(validate.ReasonDuplicateImage, img.rel+" is listed a second time")
 	}
 	seen[img.rel] = true
-	w, h, r, err := s.probeImage(img.rel)
+	w, h, r, detail, err := s.probeImage(img.rel)
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +430,7 @@ func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entry
 		smp.Width, smp.Height = w, h
 	} else {
 		reasons = append(reasons, r)
+		smp.Explain(r, detail)
 	}
 
 	labelRel := labelPath(img.rel)
@@ -439,10 +441,12 @@ func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entry
 	case !found:
 		st.missingLabels++
 		reasons = append(reasons, validate.ReasonEmpty)
+		smp.Explain(validate.ReasonEmpty, "no label file "+labelRel)
 	case tooBig:
 		st.labels++
 		smp.LabelPath = labelRel
 		reasons = append(reasons, validate.ReasonBadSchema)
+		smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("the label file is larger than %d bytes", s.opts.MaxLabelBytes))
 	default:
 		st.labels++
 		smp.LabelPath = labelRel
@@ -450,18 +454,31 @@ func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entry
 		if l.lines == 0 {
 			st.emptyLabels++
 			reasons = append(reasons, validate.ReasonEmpty)
+			smp.Explain(validate.ReasonEmpty, fmt.Sprintf("%d-byte label file without a box line", len(data)))
 		}
 		if l.duplicates > 0 {
 			st.duplicateLines += l.duplicates
 			s.log.Warn("duplicate label lines dropped", "label", labelRel, "lines", l.duplicates)
 		}
 		reasons = append(reasons, l.reasons...)
-		var rs []validate.Reason
+		for r, d := range l.details {
+			smp.Explain(r, d)
+		}
+		var rs []reasonDetail
 		smp.Boxes, smp.ValidBoxes, rs = resolve(l.boxes, s.classes, w, h, sized)
-		reasons = append(reasons, rs...)
+		for _, rd := range rs {
+			reasons = append(reasons, rd.reason)
+			smp.Explain(rd.reason, rd.detail)
+		}
 	}
 	smp.Reasons = validate.Normalize(reasons)
 	return smp, nil
+}
+
+// reasonDetail is a reason with its cause in words.
+type reasonDetail struct {
+	reason validate.Reason
+	detail string
 }
 
 // resolve checks a label's boxes against a w x h image when sized, and
@@ -469,14 +486,22 @@ func (s *Source) sample(p *parser, img imageRef, seen map[string]bool, st *entry
 // pixels, clamped (none when not sized), how many boxes passed, and the
 // reasons of those that did not. classes are the keys of the class ids,
 // which parse has checked.
-func resolve(boxes []labelBox, classes []sources.ClassKey, w, h int, sized bool) (px []sources.Box, valid int, reasons []validate.Reason) {
+func resolve(boxes []labelBox, classes []sources.ClassKey, w, h int, sized bool) (px []sources.Box, valid int, reasons []reasonDetail) {
 	for _, b := range boxes {
 		if !sized {
 			w, h = 0, 0
 		}
 		c, r := checkBounds(b.norm, w, h)
+		var detail string
+		switch {
+		case r == "":
+		case w > 0 && h > 0:
+			detail = validate.ExplainBox("box in pixels", toPx(b.norm, w, h), r, w, h)
+		default:
+			detail = validate.ExplainBox("box", b.norm, r, 0, 0)
+		}
 		if r != "" {
-			reasons = append(reasons, r)
+			reasons = append(reasons, reasonDetail{r, detail})
 			continue
 		}
 		valid++
@@ -514,12 +539,12 @@ func (s *Source) readLabel(rel string) (data []byte, found, tooBig bool, err err
 // probeImage checks the image at rel (relative to the root) and reads its
 // size from the header. Problems of the file are reasons; errors of the
 // file system are errors.
-func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, err error) {
-	w, h, r, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
+func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, detail string, err error) {
+	w, h, r, detail, err = sources.ProbeImage(s.root, rel, s.opts.MaxImageBytes)
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("yolo: %w", err)
+		return 0, 0, "", "", fmt.Errorf("yolo: %w", err)
 	}
-	return w, h, r, nil
+	return w, h, r, detail, nil
 }
 
 // ReadImage returns the bytes of the sample's image, refusing files larger
