@@ -123,3 +123,7 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 	}
 	return t.orientRGB(t.decoded, sw, sh, hdr.orientation), nil
 }
+
+// dropScratch: libjpeg-turbo decodes into Transformer.decoded; the
+// handle's own buffers are freed by tjDecompress2 after each image.
+func (s *jpegState) dropScratch() {}

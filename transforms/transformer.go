@@ -26,6 +26,13 @@ type Transformer struct {
 
 	horizontal, vertical axisWeights // cached for the last source/target sizes
 
+	// Memory accounting (SetMemory, memory.go).
+	acquire  func(int64) error
+	release  func(int64)
+	keep     int64 // scratch is dropped after an image that needed more
+	reserved int64 // reserved for the current image
+	needed   int64 // the most the current image asked for
+
 	timings Timings
 	counts  Counts
 }
@@ -92,6 +99,10 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 	if err != nil {
 		return Geometry{}, err
 	}
+	defer t.endImage()
+	if err := t.reserve(hdr.describe(), decodeBytes(hdr, g, encoded)); err != nil {
+		return Geometry{}, err
+	}
 	pix, err := t.decodePixels(encoded, hdr, g)
 	if err != nil {
 		return Geometry{}, err
@@ -120,6 +131,10 @@ func (t *Transformer) ApplyRGB(pix []byte, w, h, stride int, out []byte) (Geomet
 	}
 	g, err := planGeometry(t.spec, w, h)
 	if err != nil {
+		return Geometry{}, err
+	}
+	defer t.endImage()
+	if err := t.reserve(fmt.Sprintf("raw RGB frame %dx%d", w, h), resampleBytes(w, h, g)); err != nil {
 		return Geometry{}, err
 	}
 	t.resizeNormalize(pixels{pix: pix, w: w, h: h, stride: stride, bpp: 3}, g, out)
@@ -166,7 +181,10 @@ func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader, g Geometry) 
 // decodeStd decodes through the format's image.Image decoder (the
 // standard library or x/image), converts to packed RGB and applies the
 // EXIF orientation: the general path every format can take.
-func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, _ Geometry) (pixels, error) {
+func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	if err := t.reserve(hdr.describe(), stdDecodeBytes(hdr, g, encoded)); err != nil {
+		return pixels{}, err
+	}
 	img, err := callDecoder(hdr.format.decode, encoded)
 	if err != nil {
 		return pixels{}, fmt.Errorf("%w: %s data: %w", ErrDecode, hdr.format.name, err)
