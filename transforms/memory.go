@@ -24,7 +24,10 @@ import (
 // acquire may wait (for other workers' decodes to finish); an error from
 // it fails the image with ErrDecode wrapping that error. Scratch buffers
 // are dropped after an image that needed more than keep bytes.
-func (t *Transformer) SetMemory(acquire func(n int64) error, release func(n int64), keep int64) {
+//
+// release's garbage is true when the image's buffers were dropped rather
+// than kept: the bytes are free only once the garbage collector has run.
+func (t *Transformer) SetMemory(acquire func(n int64) error, release func(n int64, garbage bool), keep int64) {
 	t.acquire, t.release, t.keep = acquire, release, keep
 }
 
@@ -40,7 +43,7 @@ func (t *Transformer) reserve(what string, n int64) error {
 		return nil
 	}
 	if t.reserved > 0 {
-		t.release(t.reserved)
+		t.release(t.reserved, false)
 		t.reserved = 0
 	}
 	if err := t.acquire(n); err != nil {
@@ -53,12 +56,13 @@ func (t *Transformer) reserve(what string, n int64) error {
 // endImage gives back the current image's reservation and drops the
 // scratch buffers if the image needed more than keep bytes.
 func (t *Transformer) endImage() {
-	if t.reserved > 0 {
-		t.release(t.reserved)
-		t.reserved = 0
-	}
-	if t.keep > 0 && t.needed > t.keep {
+	drop := t.keep > 0 && t.needed > t.keep
+	if drop {
 		t.dropScratch()
+	}
+	if t.reserved > 0 {
+		t.release(t.reserved, drop)
+		t.reserved = 0
 	}
 	t.needed = 0
 }

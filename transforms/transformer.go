@@ -28,7 +28,7 @@ type Transformer struct {
 
 	// Memory accounting (SetMemory, memory.go).
 	acquire  func(int64) error
-	release  func(int64)
+	release  func(int64, bool)
 	keep     int64 // scratch is dropped after an image that needed more
 	reserved int64 // reserved for the current image
 	needed   int64 // the most the current image asked for
@@ -133,10 +133,13 @@ func (t *Transformer) ApplyRGB(pix []byte, w, h, stride int, out []byte) (Geomet
 	if err != nil {
 		return Geometry{}, err
 	}
+	// Raw frames are not reserved: their pixels belong to the source
+	// (which reserves a cached block itself and holds it while this
+	// runs, so waiting here could wait on ourselves); the resampler's
+	// buffers come out of what the worker keeps, and are dropped after a
+	// frame that needed more.
 	defer t.endImage()
-	if err := t.reserve(fmt.Sprintf("raw RGB frame %dx%d", w, h), resampleBytes(w, h, g)); err != nil {
-		return Geometry{}, err
-	}
+	t.needed = resampleBytes(w, h, g)
 	t.resizeNormalize(pixels{pix: pix, w: w, h: h, stride: stride, bpp: 3}, g, out)
 	return g, nil
 }

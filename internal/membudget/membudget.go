@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -32,6 +33,7 @@ type Budget struct {
 
 	mu        sync.Mutex
 	used      int64
+	garbage   int64 // of used: dropped, waiting for the garbage collector
 	peak      int64
 	waiters   []*waiter
 	reclaim   []func()
@@ -121,19 +123,35 @@ func (b *Budget) grant(n int64) {
 	b.peak = max(b.peak, b.used)
 }
 
-// pressure runs the reclaimers.
+// pressure runs the reclaimers, then, when dropped bytes wait for the
+// garbage collector, runs it and gives them back.
 func (b *Budget) pressure() {
 	b.mu.Lock()
 	fns := b.reclaim
 	b.mu.Unlock()
-	if len(fns) == 0 {
-		return
-	}
 	b.reclaimMu.Lock()
 	defer b.reclaimMu.Unlock()
 	for _, fn := range fns {
 		fn()
 	}
+	b.collect()
+}
+
+// collect runs the garbage collector when dropped bytes wait for it and
+// gives them back.
+func (b *Budget) collect() {
+	b.mu.Lock()
+	garbage := b.garbage
+	b.mu.Unlock()
+	if garbage == 0 {
+		return
+	}
+	runtime.GC()
+	b.mu.Lock()
+	b.used -= garbage
+	b.garbage -= garbage
+	b.wake()
+	b.mu.Unlock()
 }
 
 // Release gives back n bytes of an earlier Acquire.
@@ -149,6 +167,26 @@ func (b *Budget) Release(n int64) {
 	}
 	b.wake()
 	b.mu.Unlock()
+}
+
+// ReleaseGarbage gives back n bytes of an earlier Acquire whose buffers
+// were dropped but may not have been collected yet: they count against
+// the budget until a reservation that does not fit runs the garbage
+// collector (at once when one is waiting). Without it the heap would hold a finished decode's
+// garbage and the next decode's buffers at once.
+func (b *Budget) ReleaseGarbage(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.garbage += n
+	waiting := len(b.waiters) > 0
+	b.mu.Unlock()
+	if waiting {
+		// A reservation waits for these bytes; it asked the reclaimers
+		// before it queued, so it is up to us to collect them.
+		b.collect()
+	}
 }
 
 // wake grants waiters in order while the first fits. Called with mu held.
@@ -177,9 +215,10 @@ func (b *Budget) Waiting() bool {
 
 // Stats is what a Budget has granted.
 type Stats struct {
-	Limit int64 // the budget
-	Used  int64 // reserved now
-	Peak  int64 // the most reserved at once
+	Limit   int64 // the budget
+	Used    int64 // reserved now, garbage included
+	Garbage int64 // of Used: dropped, not yet collected
+	Peak    int64 // the most reserved at once
 }
 
 // Stats returns the budget's current and peak reservations.
@@ -189,5 +228,5 @@ func (b *Budget) Stats() Stats {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Stats{Limit: b.limit, Used: b.used, Peak: b.peak}
+	return Stats{Limit: b.limit, Used: b.used, Garbage: b.garbage, Peak: b.peak}
 }

@@ -169,3 +169,44 @@ func TestSystemMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestGarbageCollectedUnderPressure checks that bytes given back as
+// garbage stay counted until a reservation needs them, which collects
+// them and then fits.
+func TestGarbageCollectedUnderPressure(t *testing.T) {
+	b := New(100)
+	if err := b.Acquire(context.Background(), 70); err != nil {
+		t.Fatal(err)
+	}
+	b.ReleaseGarbage(70)
+	if s := b.Stats(); s.Used != 70 || s.Garbage != 70 {
+		t.Fatalf("after ReleaseGarbage: %+v", s)
+	}
+	if err := b.Acquire(context.Background(), 60); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Used != 60 || s.Garbage != 0 {
+		t.Errorf("after a reservation under pressure: %+v", s)
+	}
+}
+
+// TestGarbageWakesWaiter checks that garbage given back while a
+// reservation waits is collected and grants it: the waiter asked before
+// the bytes were dropped, so nobody else would.
+func TestGarbageWakesWaiter(t *testing.T) {
+	b := New(100)
+	if err := b.Acquire(context.Background(), 70); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- b.Acquire(context.Background(), 70) }()
+	for !b.Waiting() {
+	}
+	b.ReleaseGarbage(70)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Used != 70 || s.Garbage != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
