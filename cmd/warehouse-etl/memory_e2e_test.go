@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,4 +158,26 @@ func versionsOnly(names []string) []string {
 		}
 	}
 	return out
+}
+
+// A --memory-limit that is not a size, or too small for the worker count,
+// is a usage error (exit 2) naming what to do, before anything is built.
+func TestMemoryLimitUsageErrors(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1)) // the build lowers the process's soft limit
+	cfgPath, outRoot := writeConfig(t, demoRoot(t), nil)
+	for _, c := range []struct {
+		limit string
+		want  string
+	}{
+		{"2XB", `--memory-limit: size "2XB": want a number of bytes with an optional unit`},
+		{"40MiB", "memory limit 40.0 MiB is too small for 4 workers"},
+	} {
+		res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--workers", "4", "--memory-limit", c.limit, "--quiet")
+		if res.code != exitUsage || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("--memory-limit %s: exit %d, stderr %q; want %d and %q", c.limit, res.code, res.stderr, exitUsage, c.want)
+		}
+	}
+	if got := versionsOnly(versionDirs(t, outRoot)); len(got) != 0 {
+		t.Errorf("a refused build left %v", got)
+	}
 }
