@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 
 	"warehouse-etl/internal/membudget"
 	"warehouse-etl/transforms"
@@ -24,9 +27,10 @@ import (
 const (
 	minKeepBytes = 4 << 20
 	maxKeepBytes = 64 << 20
-	// slackBytes covers the garbage collector's own structures and the
-	// writer's buffers.
-	slackBytes = 16 << 20
+	// slackBytes covers the garbage collector's own structures, heap
+	// fragmentation, the encoded bytes being read and the writer's
+	// buffers.
+	slackBytes = 32 << 20
 	// minPoolBytes is the smallest decode pool a build starts with.
 	minPoolBytes = 32 << 20
 )
@@ -66,15 +70,25 @@ func (b *builder) planMemory(window, outBytes int) (stageMemory, error) {
 	return m, nil
 }
 
-// runtimeHeldBytes is the memory the Go runtime holds from the operating
-// system now: everything it mapped less what it released.
+// runtimeHeldBytes is what the process holds now: its resident set where
+// the system says (Linux /proc/self/statm: the binary's pages count
+// too), at least the memory the Go runtime holds from the operating
+// system (everything it mapped less what it released).
 func runtimeHeldBytes() int64 {
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
-		return 0
+	var held int64
+	if s[0].Value.Kind() == metrics.KindUint64 && s[1].Value.Kind() == metrics.KindUint64 {
+		held = int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 	}
-	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				held = max(held, pages*int64(os.Getpagesize()))
+			}
+		}
+	}
+	return held
 }
 
 // attach gives a worker's Transformer the stage's budget: it reserves

@@ -124,6 +124,6 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 	return t.orientRGB(t.decoded, sw, sh, hdr.orientation), nil
 }
 
-// dropScratch: libjpeg-turbo decodes into Transformer.decoded; the
-// handle's own buffers are freed by tjDecompress2 after each image.
+// dropScratch: libjpeg-turbo decodes into Transformer.decoded, which
+// Transformer.dropScratch drops; the handle keeps no image of ours.
 func (s *jpegState) dropScratch() {}

@@ -35,7 +35,7 @@ func (t *Transformer) SetMemory(acquire func(n int64) error, release func(n int6
 // a reservation gives the old one back first and then asks for the whole:
 // a worker never holds bytes while it waits for more, so two workers
 // cannot wait on each other.
-func (t *Transformer) reserve(what string, n int64) error {
+func (t *Transformer) reserve(hdr imageHeader, n int64) error {
 	if n > t.needed {
 		t.needed = n
 	}
@@ -47,7 +47,7 @@ func (t *Transformer) reserve(what string, n int64) error {
 		t.reserved = 0
 	}
 	if err := t.acquire(n); err != nil {
-		return fmt.Errorf("%w: %s: decoding needs %d bytes of memory: %w", ErrDecode, what, n, err)
+		return fmt.Errorf("%w: %s: decoding needs %d bytes of memory: %w", ErrDecode, hdr.describe(), n, err)
 	}
 	t.reserved = n
 	return nil

@@ -100,7 +100,7 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 		return Geometry{}, err
 	}
 	defer t.endImage()
-	if err := t.reserve(hdr.describe(), decodeBytes(hdr, g, encoded)); err != nil {
+	if err := t.reserve(hdr, decodeBytes(hdr, g, encoded)); err != nil {
 		return Geometry{}, err
 	}
 	pix, err := t.decodePixels(encoded, hdr, g)
@@ -185,7 +185,7 @@ func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader, g Geometry) 
 // standard library or x/image), converts to packed RGB and applies the
 // EXIF orientation: the general path every format can take.
 func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, g Geometry) (pixels, error) {
-	if err := t.reserve(hdr.describe(), stdDecodeBytes(hdr, g, encoded)); err != nil {
+	if err := t.reserve(hdr, stdDecodeBytes(hdr, g, encoded)); err != nil {
 		return pixels{}, err
 	}
 	img, err := callDecoder(hdr.format.decode, encoded)

@@ -18,7 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"runtime/debug"
 	"sync"
 )
 
@@ -137,8 +137,8 @@ func (b *Budget) pressure() {
 	b.collect()
 }
 
-// collect runs the garbage collector when dropped bytes wait for it and
-// gives them back.
+// collect runs the garbage collector (and returns the freed pages to the
+// operating system) when dropped bytes wait for it, and gives them back.
 func (b *Budget) collect() {
 	b.mu.Lock()
 	garbage := b.garbage
@@ -146,7 +146,11 @@ func (b *Budget) collect() {
 	if garbage == 0 {
 		return
 	}
-	runtime.GC()
+	// A collection frees the buffers, but their pages stay resident
+	// until the runtime's scavenger returns them, and a new buffer of
+	// the same size need not land on them: return them now, so that the
+	// resident set follows what is reserved.
+	debug.FreeOSMemory()
 	b.mu.Lock()
 	b.used -= garbage
 	b.garbage -= garbage
