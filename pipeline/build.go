@@ -37,6 +37,12 @@ type Options struct {
 	// LockWait is how long to wait for another build of the same version
 	// to release its lock; 0 fails at once with outputroot.ErrLocked.
 	LockWait time.Duration
+	// MemoryLimit bounds what the build holds (bytes): decodes reserve
+	// their bytes from what is left of it once the transform stage starts
+	// and wait for each other rather than go beyond it (memory.go). 0
+	// means no limit; the CLI derives a default from the machine
+	// (membudget.SystemMemory).
+	MemoryLimit int64
 }
 
 // Status says what a successful Build did.

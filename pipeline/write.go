@@ -151,6 +151,14 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 	spec := transformSpec(b.cfg)
 	layout := shardLayout(b.cfg, b.extraF32)
 	window := 4 * b.workers
+	mem, err := b.planMemory(window, spec.OutputBytes())
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := b.src.(budgeted); ok && mem.budget != nil {
+		s.SetMemoryBudget(mem.budget)
+		defer s.SetMemoryBudget(nil)
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan *job, b.workers)
@@ -206,6 +214,7 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 			if err != nil {
 				return err
 			}
+			mem.attach(ctx, tr)
 			for j := range jobs {
 				workerStats[w].read += b.transform(tr, j)
 				select {
@@ -282,6 +291,9 @@ func (b *builder) transform(tr *transforms.Transformer, j *job) (read time.Durat
 	if err != nil {
 		j.lateErr = err
 		return read
+	}
+	if im.Release != nil {
+		defer im.Release()
 	}
 	var g transforms.Geometry
 	if im.Encoded != nil {

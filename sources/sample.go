@@ -87,6 +87,10 @@ type Image struct {
 	Width   int
 	Height  int
 	Stride  int
+	// Release, when set, is called once the caller no longer reads
+	// Encoded or Pixels: the source may then reuse or drop their memory
+	// (wshard's cached camera blocks).
+	Release func()
 }
 
 // ExtraSpec describes one extra carried per sample: a fixed-shape tensor

@@ -129,6 +129,11 @@ func (h imageHeader) displayedSize() (w, ht int) {
 	return h.storedW, h.storedH
 }
 
+// describe names the image in errors: format and stored size.
+func (h imageHeader) describe() string {
+	return fmt.Sprintf("%s %dx%d", h.format.name, h.storedW, h.storedH)
+}
+
 // readHeader sniffs the format, parses the header and checks the size
 // limits, all without decoding pixels. Errors wrap ErrDecode.
 func readHeader(data []byte, maxPixels int) (imageHeader, error) {

@@ -104,3 +104,6 @@ func TurboJPEGVersion() string { return "" }
 type jpegState struct {
 	dec jpegdec.Decoder
 }
+
+// dropScratch lets go of the decoder's planes.
+func (s *jpegState) dropScratch() { s.dec = jpegdec.Decoder{} }

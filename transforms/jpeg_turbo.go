@@ -123,3 +123,7 @@ func (t *Transformer) decodeJPEG(data []byte, hdr imageHeader, g Geometry) (pixe
 	}
 	return t.orientRGB(t.decoded, sw, sh, hdr.orientation), nil
 }
+
+// dropScratch: libjpeg-turbo decodes into Transformer.decoded, which
+// Transformer.dropScratch drops; the handle keeps no image of ours.
+func (s *jpegState) dropScratch() {}

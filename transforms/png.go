@@ -59,8 +59,14 @@ func (t *Transformer) decodePNG(data []byte, hdr imageHeader, g Geometry) (pixel
 	if !pngDataCanHold(data) {
 		return pixels{}, fmt.Errorf("%w: png: a %dx%d image cannot come from so few bytes of image data", ErrDecode, hdr.storedW, hdr.storedH)
 	}
-	if p, err := t.png.decode(data); err == nil && p.w == hdr.storedW && p.h == hdr.storedH {
+	p, err := t.png.decode(data)
+	if err == nil && p.w == hdr.storedW && p.h == hdr.storedH {
 		return p, nil
+	}
+	if !errors.Is(err, errPNGUnsupported) {
+		// The fast path may have inflated rows it now gives up on: let
+		// them go before image/png allocates its own image.
+		t.png.raw = nil
 	}
 	return t.decodeStd(data, hdr, g)
 }

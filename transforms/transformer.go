@@ -26,6 +26,13 @@ type Transformer struct {
 
 	horizontal, vertical axisWeights // cached for the last source/target sizes
 
+	// Memory accounting (SetMemory, memory.go).
+	acquire  func(int64) error
+	release  func(int64, bool)
+	keep     int64 // scratch is dropped after an image that needed more
+	reserved int64 // reserved for the current image
+	needed   int64 // the most the current image asked for
+
 	timings Timings
 	counts  Counts
 }
@@ -92,6 +99,10 @@ func (t *Transformer) Apply(encoded []byte, out []byte) (Geometry, error) {
 	if err != nil {
 		return Geometry{}, err
 	}
+	defer t.endImage()
+	if err := t.reserve(hdr, decodeBytes(hdr, g, encoded)); err != nil {
+		return Geometry{}, err
+	}
 	pix, err := t.decodePixels(encoded, hdr, g)
 	if err != nil {
 		return Geometry{}, err
@@ -122,6 +133,13 @@ func (t *Transformer) ApplyRGB(pix []byte, w, h, stride int, out []byte) (Geomet
 	if err != nil {
 		return Geometry{}, err
 	}
+	// Raw frames are not reserved: their pixels belong to the source
+	// (which reserves a cached block itself and holds it while this
+	// runs, so waiting here could wait on ourselves); the resampler's
+	// buffers come out of what the worker keeps, and are dropped after a
+	// frame that needed more.
+	defer t.endImage()
+	t.needed = resampleBytes(w, h, g)
 	t.resizeNormalize(pixels{pix: pix, w: w, h: h, stride: stride, bpp: 3}, g, out)
 	return g, nil
 }
@@ -166,7 +184,10 @@ func (t *Transformer) decodePixels(encoded []byte, hdr imageHeader, g Geometry) 
 // decodeStd decodes through the format's image.Image decoder (the
 // standard library or x/image), converts to packed RGB and applies the
 // EXIF orientation: the general path every format can take.
-func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, _ Geometry) (pixels, error) {
+func (t *Transformer) decodeStd(encoded []byte, hdr imageHeader, g Geometry) (pixels, error) {
+	if err := t.reserve(hdr, stdDecodeBytes(hdr, g, encoded)); err != nil {
+		return pixels{}, err
+	}
 	img, err := callDecoder(hdr.format.decode, encoded)
 	if err != nil {
 		return pixels{}, fmt.Errorf("%w: %s data: %w", ErrDecode, hdr.format.name, err)

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"warehouse-etl/config"
+	"warehouse-etl/internal/membudget"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/warehouse"
@@ -65,6 +67,7 @@ type buildOptions struct {
 	MetricsFile string
 	LockWait    time.Duration
 	Partition   string
+	MemoryLimit string
 	Log         logOptions
 	buildEnv
 }
@@ -75,6 +78,7 @@ func (o *buildOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the build to this file (go tool pprof)")
 	fs.StringVar(&o.MetricsFile, "metrics-file", "", "write Prometheus text metrics of this run here (atomically, on failure too): for node_exporter's textfile collector")
 	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", "", "keep the build's memory under this size, e.g. 2GiB, 1500MB (default: 3/4 of the cgroup's memory.max or of physical memory); decodes that do not fit together wait for each other")
 	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
 	o.Log.addFlags(fs)
 }
@@ -135,13 +139,18 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		}
 		defer stop()
 	}
+	limit, err := memoryLimit(opts.MemoryLimit, log)
+	if err != nil {
+		return err
+	}
 	popts := pipeline.Options{
-		Config:   cfg,
-		Clear:    opts.Clear,
-		Logger:   log,
-		Counters: counters,
-		Workers:  opts.Workers,
-		LockWait: opts.LockWait,
+		Config:      cfg,
+		Clear:       opts.Clear,
+		Logger:      log,
+		Counters:    counters,
+		Workers:     opts.Workers,
+		LockWait:    opts.LockWait,
+		MemoryLimit: limit,
 	}
 	if opts.Partition != "" {
 		pres, err := pipeline.BuildPartition(ctx, popts, part)
@@ -173,6 +182,33 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	printBuildSummary(s.stderr, res)
 	fmt.Fprintln(s.stdout, res.Dir)
 	return nil
+}
+
+// memoryLimit is the build's memory limit: --memory-limit, or by default
+// membudget.DefaultFraction of what the cgroup or the machine allows (0,
+// no limit, when neither can be read). The Go runtime's soft limit is
+// lowered to it too (never raised above GOMEMLIMIT), so that the garbage
+// collector returns a finished decode's memory before the next one grows
+// the heap past it.
+func memoryLimit(flagValue string, log *slog.Logger) (int64, error) {
+	var limit int64
+	if flagValue != "" {
+		n, err := membudget.ParseBytes(flagValue)
+		if err != nil {
+			return 0, usageError{fmt.Errorf("--memory-limit: %w", err)}
+		}
+		limit = n
+	} else {
+		system, from := membudget.SystemMemory()
+		limit = membudget.DefaultLimit(system)
+		if limit > 0 {
+			log.Debug("default memory limit", "bytes", limit, "from", from)
+		}
+	}
+	if limit > 0 && limit < debug.SetMemoryLimit(-1) {
+		debug.SetMemoryLimit(limit)
+	}
+	return limit, nil
 }
 
 // metricsOnExit returns the deferred call that writes --metrics-file for

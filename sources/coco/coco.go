@@ -12,16 +12,18 @@
 // any order (annotations may come before images; they are matched exactly,
 // "Images" is some other key). Only what a build uses is kept: per image
 // its id, file_name, width and height; per annotation its image_id,
-// category_id, bbox and iscrowd (64 bytes, stored in fixed chunks and
-// grouped by image id at the end); the categories; info.description and
+// category_id, bbox and iscrowd (56 bytes with its image id and file
+// position, stored in chunks of 65,536 and sorted in place by image id at
+// the end: no second array of references; about 128 bytes per image; see
+// TestHeldBytesPerAnnotation); the categories; info.description and
 // info.version. segmentation, area, the annotation id, licenses and any
 // other key are skipped as they are read, never held: values of unknown
 // top-level keys token by token down to their second level, each deeper
 // value as one read. Nothing is allocated from a count or size written in
 // the file, and one entry (or one skipped value) larger than 64 MiB stops
 // New instead of growing the decoder's buffer. A million annotations with
-// polygons, 343 MB of JSON, are read and scanned in about 4.5 s on two
-// cores with a peak RSS of about 135 MiB (BenchmarkPlanMillion).
+// polygons, 343 MB of JSON, are read and scanned in about 5 s on two
+// cores with a peak RSS of about 120 MiB (BenchmarkPlanMillion).
 //
 // New fails, with an error naming the file, when the file is not a COCO
 // instances document: not JSON, not an object, images, annotations or
@@ -323,7 +325,8 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 		}
 		smp := &sources.Sample{Frame: id}
 		smp.Explain(validate.ReasonUnknownImage, fmt.Sprintf("annotations name image_id %d, which images does not list", id))
-		reasons := s.annotate(smp, d.group(id), false, []validate.Reason{validate.ReasonUnknownImage})
+		lo, hi := d.group(id)
+		reasons := s.annotate(smp, lo, hi, false, []validate.Reason{validate.ReasonUnknownImage})
 		smp.Reasons = validate.Normalize(reasons)
 		if err := emit(smp); err != nil {
 			return err
@@ -383,7 +386,8 @@ func (s *Source) imageSample(im *imageRec) (*sources.Sample, error) {
 		}
 	}
 	if im.flags&imgHasID != 0 && im.flags&imgDupID == 0 {
-		reasons = s.annotate(smp, s.doc.group(im.id), sized, reasons)
+		lo, hi := s.doc.group(im.id)
+		reasons = s.annotate(smp, lo, hi, sized, reasons)
 	}
 	smp.Reasons = validate.Normalize(reasons)
 	return smp, nil
@@ -391,13 +395,13 @@ func (s *Source) imageSample(im *imageRec) (*sources.Sample, error) {
 
 // annotate checks the annotations of one image and adds its boxes to smp:
 // resolved against the image when sized, checked on their own otherwise.
-func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reasons []validate.Reason) []validate.Reason {
+func (s *Source) annotate(smp *sources.Sample, lo, hi int, sized bool, reasons []validate.Reason) []validate.Reason {
 	boxes, crowd := 0, false
-	for _, ref := range refs {
-		a := s.doc.anns.at(ref.idx)
+	for i := lo; i < hi; i++ {
+		a := s.doc.anns.at(i)
 		if a.flags&annBadSchema != 0 {
 			reasons = append(reasons, validate.ReasonBadSchema)
-			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): a field is missing or of the wrong type", ref.idx))
+			smp.Explain(validate.ReasonBadSchema, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): a field is missing or of the wrong type", a.idx))
 			if a.flags&annCrowd == 0 {
 				boxes++
 			}
@@ -413,14 +417,14 @@ func (s *Source) annotate(smp *sources.Sample, refs []annRef, sized bool, reason
 		switch classR {
 		case validate.ReasonBadSchema:
 			reasons = append(reasons, classR)
-			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): no category_id", ref.idx))
+			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): no category_id", a.idx))
 		case validate.ReasonUnknownClass:
 			reasons = append(reasons, classR)
-			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): category_id %d is not in categories", ref.idx, a.cat))
+			smp.Explain(classR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): category_id %d is not in categories", a.idx, a.cat))
 		}
 		if boxR != "" {
 			reasons = append(reasons, boxR)
-			smp.Explain(boxR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): %s", ref.idx, explainBBox(a, boxR, smp.Width, smp.Height)))
+			smp.Explain(boxR, fmt.Sprintf("annotation #%d (of those with an image_id, from 0): %s", a.idx, explainBBox(a, boxR, smp.Width, smp.Height)))
 		}
 		if classR != "" || boxR != "" {
 			continue
@@ -475,8 +479,9 @@ type LabelBox struct {
 func (s *Source) ImageLabel(id uint64, w, h int) []LabelBox {
 	sized := w > 0 && h > 0
 	var out []LabelBox
-	for _, ref := range s.doc.group(id) {
-		a := s.doc.anns.at(ref.idx)
+	lo, hi := s.doc.group(id)
+	for i := lo; i < hi; i++ {
+		a := s.doc.anns.at(i)
 		if a.flags&annCrowd != 0 {
 			continue
 		}

@@ -61,8 +61,8 @@ func FuzzAnnotations(f *testing.F) {
 		}
 		// What is kept is bounded by the input: an annotation with an
 		// image_id takes at least {"image_id":0} in the file.
-		if len(d.anns.refs)*len(`{"image_id":0}`) > len(data) || len(d.unknown) > len(d.anns.refs) {
-			t.Fatalf("%d annotations, %d unknown ids from %d bytes", len(d.anns.refs), len(d.unknown), len(data))
+		if d.anns.n*len(`{"image_id":0}`) > len(data) || len(d.unknown) > d.anns.n {
+			t.Fatalf("%d annotations, %d unknown ids from %d bytes", d.anns.n, len(d.unknown), len(data))
 		}
 		classes := map[sources.ClassKey]bool{}
 		for i, k := range src.Classes() {

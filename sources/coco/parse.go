@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 
@@ -329,48 +330,60 @@ const (
 )
 
 // annotation is one entry of annotations with a usable image_id, compact:
-// what a box needs and nothing else. The image id is in its annRef.
+// what a box needs, where it belongs, and nothing else. 56 bytes: the
+// store is sorted in place, so no second array of references is needed.
 type annotation struct {
 	bbox  [4]float64 // x, y, width, height as listed
 	cat   int64
+	image uint64 // image_id
+	idx   uint32 // index in file order (among the annotations with a usable image_id)
 	flags annFlags
-}
-
-// annRef places an annotation: its image id and its index in file order
-// (among the annotations with a usable image_id).
-type annRef struct {
-	image uint64
-	idx   uint32
 }
 
 // annChunk is how many annotations one chunk of annStore holds: storage
 // grows a chunk at a time, never copying what it holds.
 const annChunk = 1 << 16
 
-// annStore holds the annotations in file order, in chunks, and refs that
-// finish sorts by image id.
+// annStore holds the annotations in chunks: in file order while the file
+// is read, sorted by image id (file order within an image) by finish.
+// It is a sort.Interface over its positions.
 type annStore struct {
 	chunks [][]annotation
-	refs   []annRef
+	n      int
 }
 
 func (s *annStore) add(image uint64, a annotation) bool {
-	n := len(s.refs)
-	if n == math.MaxUint32 {
+	if s.n == math.MaxUint32 {
 		return false
 	}
-	if n%annChunk == 0 {
+	if s.n%annChunk == 0 {
 		s.chunks = append(s.chunks, make([]annotation, 0, annChunk))
 	}
+	a.image, a.idx = image, uint32(s.n)
 	last := &s.chunks[len(s.chunks)-1]
 	*last = append(*last, a)
-	s.refs = append(s.refs, annRef{image: image, idx: uint32(n)})
+	s.n++
 	return true
 }
 
-// at returns the annotation with index idx (file order).
-func (s *annStore) at(idx uint32) *annotation {
-	return &s.chunks[idx/annChunk][idx%annChunk]
+// at returns the annotation at position i.
+func (s *annStore) at(i int) *annotation {
+	return &s.chunks[i/annChunk][i%annChunk]
+}
+
+func (s *annStore) Len() int { return s.n }
+
+func (s *annStore) Less(i, j int) bool {
+	a, b := s.at(i), s.at(j)
+	if a.image != b.image {
+		return a.image < b.image
+	}
+	return a.idx < b.idx
+}
+
+func (s *annStore) Swap(i, j int) {
+	a, b := s.at(i), s.at(j)
+	*a, *b = *b, *a
 }
 
 type annFlags uint8
@@ -748,22 +761,16 @@ func (d *document) finish() {
 
 	// Annotations in image id order, file order within an image. Files
 	// written image by image are in that order already.
-	refs := d.anns.refs
-	byImage := func(a, b annRef) int {
-		if c := cmp.Compare(a.image, b.image); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.idx, b.idx)
+	a := &d.anns
+	if !sort.IsSorted(a) {
+		sort.Sort(a) // keys are unique (idx), so any sort is stable
 	}
-	if !slices.IsSortedFunc(refs, byImage) {
-		slices.SortFunc(refs, byImage)
-	}
-	for i := 0; i < len(refs); {
-		id := refs[i].image
+	for i := 0; i < a.n; {
+		id := a.at(i).image
 		if !d.hasImage(id) {
 			d.unknown = append(d.unknown, id)
 		}
-		for i < len(refs) && refs[i].image == id {
+		for i < a.n && a.at(i).image == id {
 			i++
 		}
 	}
@@ -781,15 +788,15 @@ func (d *document) hasImage(id uint64) bool {
 	return i < n && d.images[i].flags&imgHasID != 0 && d.images[i].id == id
 }
 
-// group returns the annotations of image id, as refs.
-func (d *document) group(id uint64) []annRef {
-	refs := d.anns.refs
-	lo, _ := slices.BinarySearchFunc(refs, id, func(a annRef, id uint64) int { return cmp.Compare(a.image, id) })
-	hi := lo
-	for hi < len(refs) && refs[hi].image == id {
+// group returns the positions [lo, hi) of the annotations of image id.
+func (d *document) group(id uint64) (lo, hi int) {
+	a := &d.anns
+	lo = sort.Search(a.n, func(i int) bool { return a.at(i).image >= id })
+	hi = lo
+	for hi < a.n && a.at(hi).image == id {
 		hi++
 	}
-	return refs[lo:hi]
+	return lo, hi
 }
 
 // describe names the kind of a token for an error message.

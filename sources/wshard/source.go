@@ -146,7 +146,9 @@ type Options struct {
 	// FrameCacheBytes bounds the camera blocks ReadImage keeps in memory:
 	// a raw block up to this size is read whole once (and its CRC checked),
 	// a larger one frame by frame after a streamed CRC check. Compressed
-	// blocks are always decoded whole, within Limits.MaxBlockBytes. Default
+	// blocks are always decoded whole, once, within Limits.MaxBlockBytes
+	// and the build's memory budget when it has one (SetMemoryBudget,
+	// which then bounds the cache instead of this). Default
 	// DefaultFrameCacheBytes.
 	FrameCacheBytes int64
 }
