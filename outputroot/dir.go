@@ -202,7 +202,9 @@ func (d Dir) SetPointer(pointer, name string) error {
 		return err
 	}
 	if err := atomicfile.Sync(d.root()); err != nil {
-		return &PublishedError{Version: d.Path(name), LatestMoved: true, Err: err}
+		// Only "latest" itself counts as latest moved: a config's pointer
+		// moves before it (movePointers), and latest has not yet.
+		return &PublishedError{Version: d.Path(name), LatestMoved: pointer == warehouse.LatestName, Err: err}
 	}
 	return nil
 }

@@ -67,8 +67,14 @@ func (d Dir) SetOwner(name, config string) error {
 }
 
 // Pointer reads the pointer symlink called pointer ("latest",
-// "latest-<config>").
-func (d Dir) Pointer(pointer string) (string, error) { return os.Readlink(d.Path(pointer)) }
+// "latest-<config>"). A pointer that is not a symbolic link is a
+// *NotFollowedError naming it.
+func (d Dir) Pointer(pointer string) (string, error) {
+	if err := refuseUnless(d.Path(pointer), fs.ModeSymlink); err != nil {
+		return "", err
+	}
+	return os.Readlink(d.Path(pointer))
+}
 
 // movePointers points latest-<config> at v's version when it names
 // nothing or, with onlyNewer, a version created before created, and latest

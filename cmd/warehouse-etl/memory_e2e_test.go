@@ -153,7 +153,9 @@ func shardDigests(m *warehouse.Manifest) string {
 func versionsOnly(names []string) []string {
 	var out []string
 	for _, n := range names {
-		if n != "latest" {
+		// The pointers (latest, latest-<config>) and owner records
+		// (.v<hex>.config) are not versions.
+		if n != "latest" && !strings.HasPrefix(n, "latest-") && !strings.HasSuffix(n, ".config") {
 			out = append(out, n)
 		}
 	}
