@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"warehouse-etl/internal/progress"
 	"warehouse-etl/shard"
@@ -196,18 +197,26 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Everything is read through the pinned directory, as a Reader reads:
+	// a forced rebuild or gc running meanwhile leaves it whole until Run
+	// returns, and nothing of the version that takes its name is read.
+	pin, err := warehouse.PinVersion(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer pin.Close()
 	res := &Result{}
 	stop := func(f Finding) (*Result, error) {
 		res.Findings = append(res.Findings, f)
 		return res, nil
 	}
-	raw, err := warehouse.ReadManifestBytes(dir)
+	raw, err := pin.ReadManifestBytes()
 	if err != nil {
 		return stop(Finding{Kind: FindingManifest, Sample: -1, Detail: err.Error()})
 	}
 	// The digest first: a manifest that disagrees with it is damaged, and
 	// nothing it says (shard sizes, checksums) can be trusted.
-	sealed, p := warehouse.CheckManifestDigest(dir, raw)
+	sealed, p := pin.CheckManifestDigest(raw)
 	if p != nil {
 		return stop(Finding{Kind: FindingManifestDigest, File: p.File, Sample: -1, Detail: p.Error()})
 	}
@@ -233,11 +242,7 @@ func Run(ctx context.Context, path string, opts Options) (*Result, error) {
 	for _, f := range failed {
 		res.Findings = append(res.Findings, Finding{Kind: FindingThreshold, Sample: -1, Detail: f.String()})
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
+	root := pin.Root()
 
 	workers := opts.Workers
 	if workers <= 0 {
@@ -371,7 +376,7 @@ func (v *shardVerifier) run() []Finding {
 	if v.full {
 		v.checksum()
 	}
-	sr, err := shard.Open(path)
+	sr, err := v.openShard(path)
 	if err != nil {
 		kind := FindingShardCorrupt
 		if !errors.Is(err, shard.ErrCorrupt) {
@@ -389,6 +394,28 @@ func (v *shardVerifier) run() []Finding {
 		v.content(sr)
 	}
 	return v.findings
+}
+
+// openShard maps the shard through the version directory's root (the
+// pinned directory, not whatever holds its name now); errors name path.
+func (v *shardVerifier) openShard(path string) (*shard.Reader, error) {
+	f, err := v.root.Open(v.entry.RelativePath)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		pe.Path = path
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// A descriptor of its own under the shard's full name: shard.OpenFile
+	// names its errors after the file, and the mapping outlives both.
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	named := os.NewFile(uintptr(fd), path)
+	defer named.Close()
+	return shard.OpenFile(named)
 }
 
 // checksum re-hashes the whole file. It reads through the version

@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"warehouse-etl/internal/progress"
 	"warehouse-etl/shard"
@@ -653,5 +656,86 @@ func TestRunReportsProgress(t *testing.T) {
 		if total, done := p.Load(); total != tc.want || done != tc.want {
 			t.Errorf("full=%v: progress %d of %d bytes, want %d of %d", tc.full, done, total, tc.want, tc.want)
 		}
+	}
+}
+
+// removeIfUnread is how a forced rebuild or gc removes a version directory
+// it swapped aside (package outputroot): only when it can lock the
+// directory itself exclusively, without waiting.
+func removeIfUnread(t *testing.T, dir string) (removed bool) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return false
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// swapWhileRunning is a progress counter that, on Run's first report
+// (everything planned, nothing read yet), does what a forced rebuild does
+// to the version: another directory takes its name, and the old one is
+// removed unless a reader holds it.
+type swapWhileRunning struct {
+	t                 *testing.T
+	dir, other, aside string
+	once              sync.Once
+	removed           bool
+}
+
+func (s *swapWhileRunning) Add(total, done int64) {
+	s.once.Do(func() {
+		if err := os.Rename(s.dir, s.aside); err != nil {
+			s.t.Error(err)
+		}
+		if err := os.Rename(s.other, s.dir); err != nil {
+			s.t.Error(err)
+		}
+		s.removed = removeIfUnread(s.t, s.aside)
+	})
+}
+
+// TestRunPinsTheVersion: verify reads the version it started on, whole,
+// while a forced rebuild swaps another directory in under its name and
+// tries to remove the old one: the old one is kept until Run returns
+// (then it can go), and a full verify finds nothing.
+func TestRunPinsTheVersion(t *testing.T) {
+	fx := warehousetest.Write(t, warehousetest.DefaultSpec())
+	other := fx.Dir + ".other"
+	if err := os.CopyFS(other, os.DirFS(fx.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	// The other build's shards differ in every image: read by mistake,
+	// they fail their sha256 and CRC-32C.
+	for _, e := range fx.M.Shards {
+		p := filepath.Join(other, filepath.FromSlash(e.RelativePath))
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw[shard.HeaderSize] ^= 0xff
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap := &swapWhileRunning{t: t, dir: fx.Dir, other: other, aside: fx.Dir + ".aside"}
+	res, err := Run(context.Background(), fx.Dir, Options{Full: true, Progress: swap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if swap.removed {
+		t.Error("the version verify was reading was removed under it")
+	}
+	if len(res.Findings) != 0 {
+		t.Errorf("findings on the pinned version: %v", res.Findings)
+	}
+	if !removeIfUnread(t, swap.aside) {
+		t.Error("the old version is still held after Run returned")
 	}
 }

@@ -177,3 +177,34 @@ func (p *pinnedDir) close() {
 		p.lock = nil
 	}
 }
+
+// PinnedVersion is a version directory held the way Open holds it, for a
+// reader of its files that is not a Reader (verify): every file read
+// through it is of the directory it pinned, and a forced rebuild or gc
+// removes that directory only once it is closed (pinnedDir).
+type PinnedVersion struct{ pin *pinnedDir }
+
+// PinVersion pins the version directory dir (a ResolveDir result).
+func PinVersion(dir string) (*PinnedVersion, error) {
+	p, err := pinVersion(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &PinnedVersion{pin: p}, nil
+}
+
+// Root is the pinned directory: files opened through it stay inside it.
+func (v *PinnedVersion) Root() *os.Root { return v.pin.root }
+
+// ReadManifestBytes is ReadManifestBytes of the pinned directory.
+func (v *PinnedVersion) ReadManifestBytes() ([]byte, error) {
+	return readManifestBytesIn(v.pin.dir, v.pin.open)
+}
+
+// CheckManifestDigest is CheckManifestDigest of the pinned directory.
+func (v *PinnedVersion) CheckManifestDigest(raw []byte) (sealed bool, p *DigestError) {
+	return checkManifestDigestIn(v.pin.dir, v.pin.open, raw)
+}
+
+// Close drops the pin; it is safe to call twice.
+func (v *PinnedVersion) Close() { v.pin.close() }
