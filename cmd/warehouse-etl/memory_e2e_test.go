@@ -149,13 +149,12 @@ func shardDigests(m *warehouse.Manifest) string {
 	return strings.Join(sums, ",")
 }
 
-// versionsOnly drops latest from versionDirs' list.
+// versionsOnly keeps the version directories of versionDirs' list (not
+// the pointers or the owner records beside them).
 func versionsOnly(names []string) []string {
 	var out []string
 	for _, n := range names {
-		// The pointers (latest, latest-<config>) and owner records
-		// (.v<hex>.config) are not versions.
-		if n != "latest" && !strings.HasPrefix(n, "latest-") && !strings.HasSuffix(n, ".config") {
+		if crashVersionRE.MatchString(n) {
 			out = append(out, n)
 		}
 	}
