@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
 
-	"warehouse-etl/analytics/records"
 	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/validate"
 	"warehouse-etl/warehouse"
@@ -98,50 +96,30 @@ func writeSamples(ctx context.Context, tmp string, scan *scanResult, sp shardPla
 	enc := json.NewEncoder(bw)
 	var planned, index, inShard, lateSeen int64
 	err = readSpill(scan.spill, func(p *plannedSample, planIdx int64, _ spillLine) error {
-		line := records.SampleLine{
-			Seq: p.Seq, Source: p.Source, SourceIndex: int64(p.SourceIndex), Frame: p.Frame,
-			UnixTimeNs: p.UnixTimeNs, SimTime: p.SimTime, LabelPath: p.LabelPath, ImagePath: p.ImagePath,
-			Width: int64(p.Width), Height: int64(p.Height), Index: -1, ShardIndex: -1,
-		}
-		reasons := p.Reasons
+		lateErr, isLate := "", false
 		if planIdx >= 0 {
 			planned++
 			if planIdx%sp.spp == 0 {
 				inShard = 0
 			}
-			if msg, ok := late[p.Seq]; ok {
-				lateSeen++
-				reasons = addReason(reasons, validate.ReasonDecodeError)
-				line.Error = msg
-				if err := scan.summary.RecordLate(int(p.SourceIndex), validate.ReasonDecodeError); err != nil {
-					return err
-				}
-			} else {
-				g := p.Geometry
-				line.Kept = true
-				line.Shard = shardID(int(planIdx / sp.spp))
-				line.ShardIndex = inShard
-				line.Index = index
-				line.BoxCount = int64(len(p.Target))
-				for _, c := range scan.classes.indices(p) {
-					line.ClassIndex = append(line.ClassIndex, int64(c))
-				}
-				line.Letterbox = &records.Letterbox{ScaleX: g.ScaleX, ScaleY: g.ScaleY, ResizedWidth: int64(g.NewW),
-					ResizedHeight: int64(g.NewH), PadX: int64(g.PadX), PadY: int64(g.PadY)}
-				inShard++
-				index++
+			lateErr, isLate = late[p.Seq]
+		}
+		line := planLine(p, planIdx, scan.classes, lateErr)
+		switch {
+		case isLate:
+			lateSeen++
+			if err := scan.summary.RecordLate(int(p.SourceIndex), validate.ReasonDecodeError); err != nil {
+				return err
 			}
+		case planIdx >= 0:
+			// Built: its place in the shards, and its index among the
+			// built samples (late failures have none).
+			line.Shard = shardID(int(planIdx / sp.spp))
+			line.ShardIndex = inShard
+			line.Index = index
+			inShard++
+			index++
 		}
-		line.Reasons = make([]string, len(reasons))
-		for i, r := range reasons {
-			line.Reasons[i] = string(r)
-		}
-		details := p.Details
-		if line.Error != "" {
-			details = maps.Clone(details)
-			details.Note(validate.ReasonDecodeError, line.Error)
-		}
-		line.Detail = validate.Describe(reasons, details)
 		if err := enc.Encode(line); err != nil {
 			return err
 		}

@@ -72,8 +72,9 @@ func failedCategories(failed []validate.Finding) map[validate.Class]bool {
 	return out
 }
 
-// planLine is samples.jsonl's line of a planned sample that was not built:
-// kept samples have their plan index and letterbox but no shard.
+// planLine is samples.jsonl's line of a scanned sample before it is built:
+// a kept one has its plan index and letterbox but no shard (writeSamples
+// adds the shard of one that was built), lateErr makes it a decode_error.
 func planLine(p *plannedSample, planIdx int64, classes *classTable, lateErr string) records.SampleLine {
 	line := records.SampleLine{
 		Seq: p.Seq, Source: p.Source, SourceIndex: int64(p.SourceIndex), Frame: p.Frame,
