@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"warehouse-etl/analytics/records"
 	"warehouse-etl/sources"
 	"warehouse-etl/sources/coco"
 	"warehouse-etl/sources/registry"
@@ -62,18 +63,15 @@ func recipeSettings(m *warehouse.Manifest) (sources.Settings, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown source kind %q", m.Source.Kind)
 	}
+	recipe, err := records.ParseRecipe(m.VersionRecipe)
+	if err != nil {
+		return nil, fmt.Errorf("version recipe: %w", err)
+	}
 	vals := map[string]string{}
-	for _, line := range strings.Split(m.VersionRecipe, "\n") {
-		key, quoted, ok := strings.Cut(line, "=")
-		name, isSource := strings.CutPrefix(key, "source.")
-		if !ok || !isSource {
-			continue
+	for key, v := range recipe {
+		if name, isSource := strings.CutPrefix(key, "source."); isSource {
+			vals[name] = v
 		}
-		v, err := strconv.Unquote(quoted)
-		if err != nil {
-			return nil, fmt.Errorf("version recipe: %s: %w", key, err)
-		}
-		vals[name] = v
 	}
 	s := k.NewSettings()
 	t := reflect.TypeOf(s).Elem()
