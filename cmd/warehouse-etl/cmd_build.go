@@ -102,6 +102,15 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	if err != nil {
 		return err
 	}
+	// output_root s3://...: the build runs on a local mirror (s3.go).
+	s3r, err := openS3Root(ctx, cfg.OutputRoot, opts.Getenv, opts.LockWait, false)
+	if err != nil {
+		return err
+	}
+	defer s3r.close()
+	if s3r != nil {
+		s3r.forConfig(cfg)
+	}
 	var part pipeline.Partition
 	if opts.Partition != "" {
 		if opts.MetricsFile != "" {
@@ -166,6 +175,13 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		}
 		fmt.Fprintf(s.stderr, "partition %s: shards %d-%d of %d: built %d, kept %d complete from an earlier run\n",
 			part, pres.ShardFirst, pres.ShardEnd-1, pres.ShardsTotal, pres.Built, pres.Kept)
+		if s3r != nil {
+			if err := s3r.push(ctx, log); err != nil {
+				return err
+			}
+			fmt.Fprintln(s.stdout, s3r.url(pres.Staging))
+			return nil
+		}
 		fmt.Fprintln(s.stdout, pres.Staging)
 		return nil
 	}
@@ -178,6 +194,15 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	}
 	if err != nil {
 		return interrupted(ctx, diskFull(err, cfg), cfg)
+	}
+	if s3r != nil {
+		if err := s3r.push(ctx, log); err != nil {
+			return err
+		}
+		res.Dir = s3r.url(res.Dir)
+		printBuildSummary(s.stderr, res)
+		fmt.Fprintln(s.stdout, res.Dir)
+		return nil
 	}
 	printBuildSummary(s.stderr, res)
 	fmt.Fprintln(s.stdout, res.Dir)

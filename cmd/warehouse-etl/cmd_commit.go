@@ -67,6 +67,29 @@ func runCommit(ctx context.Context, opts commitOptions, s streams) (err error) {
 	if err != nil {
 		return err
 	}
+	// output_root s3://...: the partitions' uploads are pulled into a
+	// local mirror and committed there (s3.go).
+	s3r, err := openS3Root(ctx, cfg.OutputRoot, opts.Getenv, 0, true)
+	if err != nil {
+		return err
+	}
+	defer s3r.close()
+	if s3r != nil {
+		s3r.forConfig(cfg)
+		res, err = commitS3(ctx, s3r, pipeline.CommitOptions{
+			Options: pipeline.Options{Config: cfg, Clear: opts.Clear, Logger: log, Workers: opts.Workers},
+		}, opts.Wait, log)
+		if rejected := (*pipeline.RejectedError)(nil); errors.As(err, &rejected) {
+			printRejected(s.stderr, rejected, "nothing was published")
+		}
+		if err != nil {
+			return err
+		}
+		res.Dir = s3r.url(res.Dir)
+		printBuildSummary(s.stderr, res)
+		fmt.Fprintln(s.stdout, res.Dir)
+		return nil
+	}
 	res, err = pipeline.Commit(ctx, pipeline.CommitOptions{
 		Options: pipeline.Options{
 			Config:  cfg,

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"warehouse-etl/objstore"
 	"warehouse-etl/outputroot"
 )
 
@@ -33,7 +34,11 @@ type gcOptions struct {
 	// keepGiven is whether --keep was on the command line: without it gc
 	// says that --keep is required rather than that 0 is too few.
 	keepGiven bool
+	// Getenv reads the object store settings (s3.go) for an s3:// root.
+	Getenv func(string) string
 }
+
+func (o *gcOptions) readEnv(getenv func(string) string) { o.Getenv = getenv }
 
 func (o *gcOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OutputRoot, "output-root", "", "the output root whose versions to collect")
@@ -74,7 +79,13 @@ func runGC(ctx context.Context, opts gcOptions, s streams) error {
 	case opts.KeepDays < 0:
 		return usageError{fmt.Errorf("--keep-days %v: must be >= 0", opts.KeepDays)}
 	}
-	rep, err := outputroot.GC(opts.OutputRoot, outputroot.GCOptions{Keep: opts.Keep, KeepFor: time.Duration(opts.KeepDays * float64(24*time.Hour)), DryRun: opts.DryRun})
+	gopts := outputroot.GCOptions{Keep: opts.Keep, KeepFor: time.Duration(opts.KeepDays * float64(24*time.Hour)), DryRun: opts.DryRun}
+	var rep *outputroot.GCReport
+	if objstore.IsLocation(opts.OutputRoot) {
+		rep, err = gcS3(ctx, opts.OutputRoot, opts.Getenv, gopts)
+	} else {
+		rep, err = outputroot.GC(opts.OutputRoot, gopts)
+	}
 	if rep != nil {
 		if opts.JSON {
 			enc := json.NewEncoder(s.stdout)

@@ -6,6 +6,7 @@ import (
 	"flag"
 
 	"warehouse-etl/analytics"
+	"warehouse-etl/objstore"
 	"warehouse-etl/outputroot"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/validate"
@@ -47,6 +48,7 @@ func exitCode(ctx context.Context, err error) int {
 		config    *pipeline.ConfigError
 		partial   *pipeline.IncompleteError
 		published *outputroot.PublishedError
+		corrupt   *objstore.ChecksumError
 	)
 	switch {
 	case err == nil:
@@ -67,7 +69,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitLocked
 	case errors.As(err, &drift):
 		return exitDrift
-	case errors.As(err, &findings):
+	case errors.As(err, &findings), errors.As(err, &corrupt):
 		return exitFindings
 	case errors.As(err, &usage), errors.As(err, &config):
 		return exitUsage

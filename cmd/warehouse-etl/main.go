@@ -122,7 +122,12 @@ func run(ctx context.Context, env *environment, args []string) int {
 		args = append([]string{"version"}, args[1:]...)
 	}
 	if c := findCommand(args[0]); c != nil {
-		err := c.run(ctx, env, args[1:])
+		// A version in an object store is read from a checked local copy.
+		rest, cenv, done, err := fetchS3Args(ctx, env, c.name, args[1:])
+		if err == nil {
+			err = c.run(ctx, cenv, rest)
+		}
+		done()
 		code := exitCode(ctx, err)
 		if err != nil && !errors.Is(err, errUsageShown) && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(env.stderr, "warehouse-etl %s: %v\n", c.name, err)
