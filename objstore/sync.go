@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -45,8 +48,10 @@ const (
 	leasesPrefix  = ".leases/"
 	// metaSuffix marks, in a Mirror's local root, a version directory
 	// that holds only the metadata of a version published in the store
-	// (".<version>.s3meta"): its manifest, digest and fingerprint, which
-	// are all a rerun's up-to-date and stale checks read.
+	// (".<version>.s3meta", holding the sha256 of that manifest): its
+	// manifest, digest and fingerprint, which are all a rerun's
+	// up-to-date and stale checks read. A local build that replaces it
+	// (WAREHOUSE_CLEAR=1) has another manifest: it is pushed.
 	metaSuffix = ".s3meta"
 )
 
@@ -164,6 +169,13 @@ func (m *Mirror) Pull(ctx context.Context, staging bool) error {
 		if !ok || !IsVersionName(v) || published[v] {
 			continue
 		}
+		if !m.metaOnly(v) {
+			// A local build not pushed yet: the next Push publishes it.
+			if err := os.Remove(filepath.Join(m.Root, e.Name())); err != nil {
+				return err
+			}
+			continue
+		}
 		// Metadata of a version the store no longer has (gc removed it).
 		if err := os.RemoveAll(filepath.Join(m.Root, v)); err != nil {
 			return err
@@ -219,7 +231,7 @@ func (m *Mirror) pullMeta(ctx context.Context, v string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(m.Root, "."+v+metaSuffix), nil, 0o644); err != nil {
+	if err := m.markMeta(v, raw); err != nil {
 		return err
 	}
 	return os.Rename(tmp, dir)
@@ -349,7 +361,7 @@ func (m *Mirror) Push(ctx context.Context) (*PushReport, error) {
 	}
 	for _, e := range entries {
 		v := e.Name()
-		if !e.IsDir() || !IsVersionName(v) || names["."+v+metaSuffix] {
+		if !e.IsDir() || !IsVersionName(v) || m.metaOnly(v) {
 			continue
 		}
 		if err := m.pushVersion(ctx, v, rep); err != nil {
@@ -526,7 +538,11 @@ func (m *Mirror) reduceToMeta(v, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(m.Root, "."+v+metaSuffix), nil, 0o644); err != nil {
+	raw, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		return err
+	}
+	if err := m.markMeta(v, raw); err != nil {
 		return err
 	}
 	for _, d := range des {
@@ -658,7 +674,7 @@ func (s *Store) LockVersion(ctx context.Context, v, holder string, ttl time.Dura
 			return nil, gerr
 		}
 		var lb lockBody
-		if json.Unmarshal(old, &lb) == nil && time.Now().Before(time.UnixMilli(lb.ExpiresUnixMs).Add(ClockSkew)) {
+		if json.Unmarshal(old, &lb) == nil && time.Now().Before(time.UnixMilli(lb.ExpiresUnixMs).Add(ClockSkew)) && !deadHere(lb.Holder) {
 			return nil, fmt.Errorf("%s: held by %s until %s: %w", s.URL(name), lb.Holder, time.UnixMilli(lb.ExpiresUnixMs).UTC().Format(time.RFC3339), outputroot.ErrLocked)
 		}
 		etag, err = s.Put(ctx, name, body(), Cond{IfMatch: oetag})
@@ -697,4 +713,42 @@ func (l *ObjectLock) Release() {
 	<-l.done
 	l.stop = nil
 	_ = l.s.Delete(context.Background(), l.name)
+}
+
+// deadHere reports whether holder ("host:pid:random") names a process of
+// this host that no longer runs: its lock is taken over before it
+// expires (a build killed on this machine and rerun here).
+func deadHere(holder string) bool {
+	parts := strings.Split(holder, ":")
+	if len(parts) != 3 {
+		return false
+	}
+	host, _ := os.Hostname()
+	pid, err := strconv.Atoi(parts[1])
+	if parts[0] != host || err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// markMeta records that the local directory of v holds only the metadata
+// of the published version whose manifest is raw.
+func (m *Mirror) markMeta(v string, raw []byte) error {
+	sum := sha256.Sum256(raw)
+	return os.WriteFile(filepath.Join(m.Root, "."+v+metaSuffix), []byte(hex.EncodeToString(sum[:])+"\n"), 0o644)
+}
+
+// metaOnly reports whether the local directory of v is the metadata of a
+// published version (markMeta), not a local build.
+func (m *Mirror) metaOnly(v string) bool {
+	mark, err := os.ReadFile(filepath.Join(m.Root, "."+v+metaSuffix))
+	if err != nil {
+		return false
+	}
+	raw, err := os.ReadFile(filepath.Join(m.Root, v, manifestName))
+	if err != nil {
+		return false
+	}
+	sum := sha256.Sum256(raw)
+	return strings.TrimSpace(string(mark)) == hex.EncodeToString(sum[:])
 }
