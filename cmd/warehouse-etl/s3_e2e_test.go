@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"warehouse-etl/internal/s3test"
 	"warehouse-etl/objstore"
 	"warehouse-etl/warehouse"
@@ -523,4 +525,130 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// deploy/k8s/partitioned-build-s3.yaml run for real, pod by pod: its
+// ConfigMap's config (paths pointed at the demo data, the bucket at the
+// test server), each partition pod's command and literal environment
+// with JOB_COMPLETION_INDEX, each pod with its own empty work directory,
+// then the commit pod's. No volume is shared but the read-only captures.
+func TestKubernetesS3PartitionedManifest(t *testing.T) {
+	srv := s3Setup(t)
+	bin := mustBinary(t)
+	raw, err := os.ReadFile("../../deploy/k8s/partitioned-build-s3.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type container struct {
+		Command []string `yaml:"command"`
+		Env     []struct {
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom any    `yaml:"valueFrom"`
+		} `yaml:"env"`
+		VolumeMounts []struct {
+			Name      string `yaml:"name"`
+			MountPath string `yaml:"mountPath"`
+			ReadOnly  bool   `yaml:"readOnly"`
+		} `yaml:"volumeMounts"`
+	}
+	type doc struct {
+		Kind string            `yaml:"kind"`
+		Data map[string]string `yaml:"data"`
+		Spec struct {
+			Completions *int `yaml:"completions"`
+			Template    struct {
+				Spec struct {
+					Containers []container `yaml:"containers"`
+					Volumes    []struct {
+						Name     string `yaml:"name"`
+						EmptyDir any    `yaml:"emptyDir"`
+						PVC      *struct {
+							ClaimName string `yaml:"claimName"`
+							ReadOnly  bool   `yaml:"readOnly"`
+						} `yaml:"persistentVolumeClaim"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var docs []doc
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var d doc
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		docs = append(docs, d)
+	}
+	if len(docs) != 3 || docs[0].Kind != "ConfigMap" || docs[1].Kind != "Job" || docs[2].Kind != "Job" {
+		t.Fatalf("want a ConfigMap and two Jobs, got %d documents", len(docs))
+	}
+	for _, j := range docs[1:] {
+		for _, v := range j.Spec.Template.Spec.Volumes {
+			if v.PVC != nil && !v.PVC.ReadOnly {
+				t.Errorf("volume %s: a writable claim %s; the S3 variant shares none", v.Name, v.PVC.ClaimName)
+			}
+		}
+	}
+	cfgText := docs[0].Data["warehouse.jsonc"]
+	if !strings.Contains(cfgText, `"output_root": "s3://`) {
+		t.Fatalf("the ConfigMap's output_root is not an s3:// location:\n%s", cfgText)
+	}
+	cfgText = strings.Replace(cfgText, `"/data/captures/polyp"`, fmt.Sprintf("%q", demoRoot(t)), 1)
+	cfgText = strings.Replace(cfgText, `"s3://warehouses/polyp-384-u8"`, `"s3://warehouses/k8s"`, 1)
+	cfgText = strings.Replace(cfgText, `"shard_target_mb": 192`, `"shard_target_mb": 1`, 1)
+	cfgText = strings.Replace(cfgText, `"max_ratio": 0.02`, `"max_ratio": 0.5`, 1)
+	cfgText = strings.Replace(cfgText, `"max_ratio": 0.01`, `"max_ratio": 0.5`, 1)
+	cfgPath := filepath.Join(t.TempDir(), "warehouse.jsonc")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPod := func(c container, extra ...string) string {
+		t.Helper()
+		args := append([]string(nil), c.Command[1:]...)
+		for i := range args {
+			if args[i] == "/etc/warehouse-etl/warehouse.jsonc" {
+				args[i] = cfgPath
+			}
+		}
+		cmd := exec.Command(bin, args...)
+		env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, srv.Env()...)
+		work := ""
+		for _, e := range c.Env {
+			switch {
+			case e.ValueFrom != nil, strings.HasPrefix(e.Name, "AWS_"):
+				// Secrets and the endpoint: the test server's (srv.Env).
+			case e.Name == "WAREHOUSE_ETL_S3_WORK":
+				work = t.TempDir() // the pod's own emptyDir
+				env = append(env, e.Name+"="+work)
+			case e.Name == "WAREHOUSE_PARTITIONS":
+				env = append(env, e.Name+"=3")
+			case e.Name == "TMPDIR":
+				env = append(env, e.Name+"="+t.TempDir())
+			default:
+				env = append(env, e.Name+"="+e.Value)
+			}
+		}
+		if work == "" {
+			t.Fatal("a pod without WAREHOUSE_ETL_S3_WORK")
+		}
+		cmd.Env = append(env, extra...)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	part, commit := docs[1].Spec.Template.Spec.Containers[0], docs[2].Spec.Template.Spec.Containers[0]
+	for i := range 3 {
+		runPod(part, fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i))
+	}
+	out := runPod(commit)
+	if !strings.Contains(out, "s3://warehouses/k8s/v") {
+		t.Fatalf("commit published nowhere in the bucket:\n%s", out)
+	}
+	if res := runCLI(t, context.Background(), s3CLIEnv(t), "verify", "--tensor-warehouse", "s3://warehouses/k8s", "--full"); res.code != 0 {
+		t.Fatalf("verify: exit %d\n%s", res.code, res.stderr)
+	}
 }
