@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,16 @@ func (m *Mirror) GC(ctx context.Context, local *outputroot.GCReport, now time.Ti
 	if dryRun {
 		return rep, nil
 	}
-	for _, v := range remove {
+	for i, v := range remove {
+		// A reader may have taken a lease since the first look.
+		if again, err := m.S.LiveLeases(ctx, time.Now()); err != nil {
+			return rep, err
+		} else if h := again[v]; len(h) > 0 {
+			rep.Kept = append(rep.Kept, outputroot.Kept{Name: v, Why: fmt.Sprintf("a reader took a lease on it while gc ran (%s)", strings.Join(h, ", "))})
+			rep.Removed = slices.DeleteFunc(rep.Removed, func(r outputroot.Removed) bool { return r.Path == m.S.URL(v) })
+			remove[i] = ""
+			continue
+		}
 		if err := m.S.Delete(ctx, v+"/"+manifestName); err != nil {
 			return rep, err
 		}

@@ -109,6 +109,7 @@ type Local struct {
 	Dir     string // the local version directory
 	Version string
 	URL     string // s3://bucket/prefix/<version>
+	Bytes   int64  // the bytes downloaded
 	lease   *Lease
 	tmp     string
 }
@@ -222,6 +223,7 @@ func (s *Store) OpenVersion(ctx context.Context, ref string, opts ReadOptions) (
 			return nil, fmt.Errorf("%s: %w", s.URL(o.Name), err)
 		}
 		listed[rel] = true
+		l.Bytes += o.Size
 		w, known := wants[rel]
 		g.Go(func() error {
 			if !known {

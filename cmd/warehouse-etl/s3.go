@@ -204,13 +204,16 @@ func fetchS3Args(ctx context.Context, env *environment, command string, args []s
 		if !objstore.IsLocation(val) {
 			continue
 		}
+		t0 := time.Now()
 		l, err := openS3Version(ctx, env, val)
 		if err != nil {
 			done()
 			return nil, env, func() {}, err
 		}
 		opened = append(opened, l)
-		fmt.Fprintf(env.stderr, "%s: downloaded into %s, every file checked against its manifest (lease held while reading)\n", l.URL, l.Dir)
+		secs := time.Since(t0).Seconds()
+		fmt.Fprintf(env.stderr, "%s: downloaded into %s, every file checked against its manifest (lease held while reading): %d bytes in %.3fs, %.1f MB/s\n",
+			l.URL, l.Dir, l.Bytes, secs, float64(l.Bytes)/1e6/max(secs, 1e-9))
 		if hasVal {
 			out[idx] = "--" + name + "=" + l.Dir
 		} else {
