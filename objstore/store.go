@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -265,12 +266,13 @@ func (s *Store) Put(ctx context.Context, name string, body []byte, cond Cond) (s
 	return aws.ToString(out.ETag), nil
 }
 
-// PutFile uploads the file at p (of size bytes and sha256 hex sum, which
-// the caller knows from the manifest or computes) to object name: in one
-// PutObject with x-amz-checksum-sha256, or above MultipartAbove in parts
-// of PartSize uploaded Parallel at a time, each with its own sha256, which
-// the store checks.
-func (s *Store) PutFile(ctx context.Context, name, p string) error {
+// PutFile uploads the file at p to object name: in one PutObject with
+// x-amz-checksum-sha256, or above MultipartAbove in parts of PartSize
+// uploaded Parallel at a time, each with its own sha256, which the store
+// checks. want is the sha256 (hex) the file's bytes must have, from the
+// manifest: sent as the checksum, so the store refuses bytes that are not
+// the manifest's; "" computes it from the file.
+func (s *Store) PutFile(ctx context.Context, name, p, want string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return err
@@ -283,17 +285,25 @@ func (s *Store) PutFile(ctx context.Context, name, p string) error {
 		return err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
+	var sum []byte
+	if want != "" {
+		if sum, err = hex.DecodeString(want); err != nil || len(sum) != sha256.Size {
+			return fmt.Errorf("put %s: sha256 %q is not 64 hex digits", s.URL(name), want)
+		}
+	} else {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		sum = h.Sum(nil)
 	}
 	_, err = s.c.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &s.loc.Bucket, Key: aws.String(s.key(name)), Body: f, ContentLength: aws.Int64(fi.Size()),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(h.Sum(nil))),
-	})
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum)),
+	}, unsignedPayload)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", s.URL(name), mapErr(err))
 	}
@@ -336,7 +346,7 @@ func (s *Store) putMultipart(ctx context.Context, name, p string, size int64) (e
 				Bucket: &s.loc.Bucket, Key: key, UploadId: up.UploadId, PartNumber: aws.Int32(int32(i + 1)),
 				Body: io.NewSectionReader(f, off, ln), ContentLength: aws.Int64(ln),
 				ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: sum,
-			})
+			}, unsignedPayload)
 			if err != nil {
 				return fmt.Errorf("part %d of %s: %w", i+1, s.URL(name), mapErr(err))
 			}
@@ -410,4 +420,12 @@ func fileSum(p string) (string, int64) {
 	h := sha256.New()
 	n, _ := io.Copy(h, f)
 	return hex.EncodeToString(h.Sum(nil)), n
+}
+
+// unsignedPayload signs a bulk upload's headers but not its body
+// (UNSIGNED-PAYLOAD): the body's integrity is x-amz-checksum-sha256, which
+// the store checks, so the SDK's own pass over the bytes to hash them for
+// the signature is saved.
+func unsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }

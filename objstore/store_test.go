@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -64,7 +66,7 @@ func TestMultipartRoundTrip(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutFile(ctx, "v0/shards/big", p); err != nil {
+	if err := s.PutFile(ctx, "v0/shards/big", p, ""); err != nil {
 		t.Fatal(err)
 	}
 	q := filepath.Join(t.TempDir(), "back")
@@ -89,6 +91,29 @@ func TestStoreChecksChecksum(t *testing.T) {
 		t.Fatal("the server took a body with a wrong x-amz-checksum-sha256")
 	}
 	if _, _, err := s.Get(ctx, "x", 100); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused object exists: %v", err)
+	}
+}
+
+// TestPutFileRefusesBytesNotTheManifests: the sha256 a publisher passes
+// (the manifest's) goes as x-amz-checksum-sha256, unsigned payload: a file
+// whose bytes differ is refused by the server and leaves no object.
+func TestPutFileRefusesBytesNotTheManifests(t *testing.T) {
+	ctx := context.Background()
+	s := testStore(t)
+	p := filepath.Join(t.TempDir(), "shard")
+	if err := os.WriteFile(p, []byte("the bytes on disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := fileSum(p)
+	if err := s.PutFile(ctx, "v1/shards/a", p, sum); err != nil {
+		t.Fatal(err)
+	}
+	other := sha256.Sum256([]byte("the bytes the manifest records"))
+	if err := s.PutFile(ctx, "v1/shards/b", p, hex.EncodeToString(other[:])); err == nil {
+		t.Fatal("the server took bytes whose sha256 is not the one sent")
+	}
+	if _, _, err := s.Get(ctx, "v1/shards/b", 100); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the refused object exists: %v", err)
 	}
 }

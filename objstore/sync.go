@@ -491,6 +491,17 @@ func (m *Mirror) uploadVersion(ctx context.Context, v, dir string, raw []byte, r
 	if err != nil {
 		return err
 	}
+	// The manifest's sha256 of each file goes with it: the store refuses
+	// bytes that are not the ones the manifest records.
+	want := map[string]string{}
+	if man, err := warehouse.ParseManifest(raw); err == nil {
+		for _, sh := range man.Shards {
+			want[sh.RelativePath] = sh.ChecksumSHA256
+		}
+		for rel, c := range man.Files.Checksums {
+			want[rel] = c.SHA256
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, m.S.Parallel))
 	var sizes = make([]int64, len(files))
@@ -502,7 +513,7 @@ func (m *Mirror) uploadVersion(ctx context.Context, v, dir string, raw []byte, r
 				return err
 			}
 			sizes[i] = fi.Size()
-			return m.S.PutFile(gctx, v+"/"+rel, p)
+			return m.S.PutFile(gctx, v+"/"+rel, p, want[rel])
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -605,7 +616,7 @@ func (m *Mirror) pushStaging(ctx context.Context, v string) error {
 			if n, ok := have[stagingPrefix+v+"/"+rel]; ok && n == fi.Size() && !strings.HasPrefix(rel, "partitions/") {
 				continue
 			}
-			g.Go(func() error { return m.S.PutFile(gctx, stagingPrefix+v+"/"+rel, p) })
+			g.Go(func() error { return m.S.PutFile(gctx, stagingPrefix+v+"/"+rel, p, "") })
 		}
 		if err := g.Wait(); err != nil {
 			return err
