@@ -10,12 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"warehouse-etl/config"
+	"warehouse-etl/objstore"
 	"warehouse-etl/pipeline"
 	"warehouse-etl/warehouse"
 )
@@ -163,6 +165,15 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 		if path == "" {
 			if path, err = pipeline.VersionDir(cfg); err != nil {
 				return err
+			}
+			if objstore.IsLocation(cfg.OutputRoot) {
+				// The config's version in the object store (s3.go).
+				l, err := openS3Version(ctx, opts.Getenv, strings.TrimSuffix(cfg.OutputRoot, "/")+"/"+filepath.Base(path))
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				path = l.Dir
 			}
 		}
 	}

@@ -205,7 +205,7 @@ func fetchS3Args(ctx context.Context, env *environment, command string, args []s
 			continue
 		}
 		t0 := time.Now()
-		l, err := openS3Version(ctx, env, val)
+		l, err := openS3Version(ctx, env.getenv, val)
 		if err != nil {
 			done()
 			return nil, env, func() {}, err
@@ -249,12 +249,12 @@ func (w replacingWriter) Write(p []byte) (int, error) {
 
 // openS3Version downloads the version loc names: s3://bucket/prefix (its
 // latest), s3://bucket/prefix/v<16 hex> or s3://bucket/prefix/latest-<config>.
-func openS3Version(ctx context.Context, env *environment, location string) (*objstore.Local, error) {
+func openS3Version(ctx context.Context, getenv func(string) string, location string) (*objstore.Local, error) {
 	loc, err := objstore.ParseLocation(location)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	st, err := s3SettingsFrom(env.getenv)
+	st, err := s3SettingsFrom(getenv)
 	if err != nil {
 		return nil, err
 	}
