@@ -19,7 +19,8 @@
 #   3. REPEATS times: cp -r of the version directory (then sync), the upload of the
 #      same version (build with output_root s3://bench/rN on a mirror seeded with the
 #      local build: "up to date", then Push; timed by its own "uploaded" log line:
-#      every file with x-amz-checksum-sha256, multipart above 64 MiB, 8 in parallel),
+#      every file with the manifest's sha256 as x-amz-checksum-sha256, multipart
+#      above 64 MiB, 8 in parallel),
 #      cat of the files, and verify --tensor-warehouse s3://bench/rN (the checked
 #      download, timed by its own line);
 #   4. prints medians: seconds and GB/s of the version's bytes.
@@ -111,6 +112,6 @@ for what in cp upload cat download; do
     END { m = median(s, n); printf "%-10s %9.3f %9.3f\n", w, m, bytes / 1e9 / m }' "$results"
 done | tee "$WORK/table"
 awk 'NR==FNR { t[$1] = $2; next } END { printf "\nupload / cp: %.2fx the time; checked download / cat: %.2fx the time\n", t["upload"] / t["cp"], t["download"] / t["cat"] }' "$WORK/table" /dev/null
-echo "upload: every file PUT with x-amz-checksum-sha256 (sha256 computed here, checked by the server),"
+echo "upload: every file PUT with x-amz-checksum-sha256 (the manifest's sha256, checked by the server),"
 echo "8 files in parallel, multipart above 64 MiB; download: every object checked against the manifest."
 echo "cp: cp -r and sync to the same disk; cat: the files from page cache."

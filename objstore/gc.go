@@ -101,7 +101,7 @@ func (m *Mirror) GC(ctx context.Context, local *outputroot.GCReport, now time.Ti
 }
 
 // lockLive reports whether version v's lock object exists and has not
-// expired.
+// expired, and its holder is not a dead process of this host.
 func (m *Mirror) lockLive(ctx context.Context, v string, now time.Time) (bool, error) {
 	body, _, err := m.S.Get(ctx, "."+v+".lock", 4096)
 	if err != nil {
@@ -111,5 +111,5 @@ func (m *Mirror) lockLive(ctx context.Context, v string, now time.Time) (bool, e
 	if json.Unmarshal(body, &lb) != nil {
 		return false, nil
 	}
-	return now.Before(time.UnixMilli(lb.ExpiresUnixMs).Add(ClockSkew)), nil
+	return now.Before(time.UnixMilli(lb.ExpiresUnixMs).Add(ClockSkew)) && !deadHere(lb.Holder), nil
 }

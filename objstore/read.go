@@ -84,16 +84,16 @@ func (s *Store) LiveLeases(ctx context.Context, now time.Time) (map[string][]str
 	}
 	out := map[string][]string{}
 	for _, o := range objs {
-		body, _, err := s.Get(ctx, o.Name, 64<<10)
+		body, _, err := s.Get(ctx, o.Name, maxLease)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // released meanwhile
 		}
 		if err != nil {
 			return nil, err
 		}
-		var lb leaseBody
-		if json.Unmarshal(body, &lb) != nil || !IsVersionName(lb.Version) {
-			continue
+		lb, ok := parseLease(body)
+		if !ok {
+			continue // not a lease: protects nothing
 		}
 		if now.Before(time.UnixMilli(lb.ExpiresUnixMs).Add(ClockSkew)) {
 			out[lb.Version] = append(out[lb.Version], lb.Holder)
@@ -259,4 +259,17 @@ func checkRel(rel string) error {
 		}
 	}
 	return nil
+}
+
+// maxLease bounds a lease object read whole.
+const maxLease = 64 << 10
+
+// parseLease parses a lease object's body (docs/format/s3.md): JSON with
+// a version name, a holder and an expiry; anything else is not a lease.
+func parseLease(body []byte) (leaseBody, bool) {
+	var lb leaseBody
+	if len(body) > maxLease || json.Unmarshal(body, &lb) != nil || !IsVersionName(lb.Version) {
+		return leaseBody{}, false
+	}
+	return lb, true
 }

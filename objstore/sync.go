@@ -294,21 +294,37 @@ func filepathSplit(rel string) (dir, name string) {
 	return rel[:i], rel[i+1:]
 }
 
-// maxManifest bounds a manifest object read whole.
-const maxManifest = 1 << 30
+// maxManifest bounds a manifest object read whole: what a local reader loads.
+const maxManifest = warehouse.MaxManifestBytes
 
 // ReadPointer reads pointer object name: the version it names (checked
 // for shape) and its ETag.
 func (s *Store) ReadPointer(ctx context.Context, name string) (target, etag string, err error) {
-	body, etag, err := s.Get(ctx, name, 4096)
+	body, etag, err := s.Get(ctx, name, maxPointer)
 	if err != nil {
 		return "", "", err
 	}
-	target = strings.TrimSpace(string(body))
-	if !IsVersionName(target) {
-		return "", "", fmt.Errorf("%s: names %q, not a version (v<16 hex>)", s.URL(name), trimForMessage(target))
+	target, err = ParsePointer(body)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", s.URL(name), err)
 	}
 	return target, etag, nil
+}
+
+// maxPointer bounds a pointer object read whole.
+const maxPointer = 4096
+
+// ParsePointer parses a pointer object's body: a version name and
+// whitespace (a writer puts one "\n" after it).
+func ParsePointer(body []byte) (string, error) {
+	if len(body) > maxPointer {
+		return "", fmt.Errorf("pointer: %d bytes, more than %d", len(body), maxPointer)
+	}
+	target := strings.TrimSpace(string(body))
+	if !IsVersionName(target) {
+		return "", fmt.Errorf("names %q, not a version (v<16 hex>)", trimForMessage(target))
+	}
+	return target, nil
 }
 
 func trimForMessage(s string) string {

@@ -205,6 +205,7 @@ func TestS3FlippedByteCaughtByReaders(t *testing.T) {
 		{"inspect", "--tensor-warehouse", url},
 		{"load", "--tensor-warehouse", url, "--batch", "4", "--epochs", "1"},
 		{"export", "parquet", "--tensor-warehouse", url},
+		{"diff", "--tensor-warehouse", url, "--against", url},
 	}
 	check := func(what string) {
 		t.Helper()
@@ -341,6 +342,15 @@ func TestS3KilledUploadPublishesNothing(t *testing.T) {
 		if res.code == 0 {
 			t.Fatalf("verify %s of a killed upload: exit 0\n%s", ref, res.stdout)
 		}
+	}
+	// gc removes what the killed upload left (its lock's holder is a
+	// dead process of this host); readers never saw it.
+	res := runCLI(t, context.Background(), s3CLIEnv(t), "gc", "--output-root", url, "--keep", "1")
+	if res.code != 0 || !strings.Contains(res.stdout, "an upload that did not finish") {
+		t.Fatalf("gc after the killed upload: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if objs, _ := s.List(context.Background(), v+"/"); len(objs) != 0 {
+		t.Fatalf("gc left %d objects of the killed upload", len(objs))
 	}
 	// The rerun on the same machine finds its build complete and uploads it.
 	rerun := exec.Command(bin, "build", "--config", cfgPath)
