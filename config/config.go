@@ -295,6 +295,9 @@ func (c *Config) WorkerCount() int {
 // Resolve turns a path from the config into one usable from the process's
 // working directory: relative paths are relative to the config file.
 func (c *Config) Resolve(p string) string {
+	if strings.HasPrefix(p, "s3://") {
+		return p // an object store location (output_root), not a path
+	}
 	if filepath.IsAbs(p) || c.Dir == "" {
 		return filepath.Clean(p)
 	}

@@ -68,6 +68,9 @@ func tryLock(s Storage, name string) (l Lock, ok bool, err error) {
 // lock the caller already holds, if any (its own build cleans its own
 // temporaries). With dryRun nothing is removed.
 func CleanTemporary(root, skip string, dryRun bool) ([]Removed, error) {
+	if err := localOnly(root); err != nil {
+		return nil, err
+	}
 	return cleanTemporary(storageFor(root), skip, dryRun)
 }
 
@@ -144,6 +147,9 @@ var versionDirName = regexp.MustCompile(`^v[0-9a-f]{16}$`)
 // locks, so no reader finds a half-removed version. Directories that are
 // not versions (no manifest) are left alone.
 func GC(root string, opts GCOptions) (*GCReport, error) {
+	if err := localOnly(root); err != nil {
+		return nil, err
+	}
 	if opts.Keep < 1 {
 		return nil, fmt.Errorf("keep %d: must be >= 1", opts.Keep)
 	}

@@ -70,6 +70,9 @@ func LockVersion(root, name string) (*VersionLock, error) {
 // version's lock, retries for up to wait before failing with ErrLocked
 // (wait 0: LockVersion). It stops early when ctx is done.
 func LockVersionWait(ctx context.Context, root, name string, wait time.Duration) (*VersionLock, error) {
+	if err := localOnly(root); err != nil {
+		return nil, err
+	}
 	s := storageFor(root)
 	l, err := lockBuild(ctx, s, name, lockfile.Options{Wait: wait}, "")
 	if err != nil {
@@ -212,6 +215,9 @@ type SharedVersionLock struct {
 // shared, retrying for up to wait while an exclusive holder (a
 // single-machine build or a commit) has it; then it fails with ErrLocked.
 func LockVersionShared(ctx context.Context, root, name string, wait time.Duration) (*SharedVersionLock, error) {
+	if err := localOnly(root); err != nil {
+		return nil, err
+	}
 	s := storageFor(root)
 	l, err := lockBuild(ctx, s, name, lockfile.Options{Shared: true, Wait: wait}, " (a single-machine build or a commit holds it)")
 	if err != nil {

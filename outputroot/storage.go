@@ -2,6 +2,9 @@ package outputroot
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"warehouse-etl/internal/lockfile"
@@ -92,9 +95,22 @@ type Entry struct {
 // more than once.
 type Lock interface{ Release() }
 
-// storageFor is the Storage of the output root at location. Only local
-// directories exist today; an object store's location ("s3://bucket/p")
-// selects its own implementation here.
+// storageFor is the Storage of the output root at location: a local
+// directory. An object store's location ("s3://bucket/p") is published by
+// the CLI through a local mirror (package objstore, docs/format/s3.md);
+// here it is refused (localOnly), never taken for a directory named "s3:".
 func storageFor(location string) Storage { return Dir(location) }
+
+// ErrObjectStore is an s3:// location given where a local output root is
+// needed.
+var ErrObjectStore = errors.New("an s3:// output root is built on a local mirror by the warehouse-etl CLI (docs/format/s3.md), not by this package directly")
+
+// localOnly refuses an object store location.
+func localOnly(location string) error {
+	if strings.HasPrefix(location, "s3://") {
+		return fmt.Errorf("%s: %w", location, ErrObjectStore)
+	}
+	return nil
+}
 
 var _ Storage = Dir("")
