@@ -72,15 +72,20 @@ type Mirror struct {
 	Holder string
 	// LockTTL is how long a version lock object holds without renewal.
 	LockTTL time.Duration
+	// LockWait is how long Push waits for another publisher's lock on a
+	// version (build --lock-wait); 0 fails at once (outputroot.ErrLocked).
+	LockWait time.Duration
 	// pulled is each pointer's value and ETag as Pull read it.
 	pulled map[string]pointerState
+	// published is the versions the store had when Pull read it.
+	published map[string]bool
 }
 
 type pointerState struct{ target, etag string }
 
 // NewMirror is the mirror of s at the local directory root.
 func NewMirror(s *Store, root string, holder string, lockTTL time.Duration) *Mirror {
-	return &Mirror{S: s, Root: root, Holder: holder, LockTTL: lockTTL, pulled: map[string]pointerState{}}
+	return &Mirror{S: s, Root: root, Holder: holder, LockTTL: lockTTL, pulled: map[string]pointerState{}, published: map[string]bool{}}
 }
 
 // Holder names a process in lock and lease objects: host:pid:random hex.
@@ -154,6 +159,7 @@ func (m *Mirror) Pull(ctx context.Context, staging bool) error {
 	}
 	// Versions: each published one's metadata.
 	published := map[string]bool{}
+	m.published = published
 	for _, o := range objs {
 		v, ok := strings.CutSuffix(o.Name, "/"+manifestName)
 		if !ok || !IsVersionName(v) {
@@ -433,6 +439,11 @@ func (m *Mirror) Push(ctx context.Context) (*PushReport, error) {
 		}
 		etag, err := m.S.Put(ctx, p, []byte(target+"\n"), cond)
 		if errors.Is(err, ErrPrecondition) {
+			// Lost: unless the winner points where this one would.
+			if now, netag, rerr := m.S.ReadPointer(ctx, p); rerr == nil && now == target {
+				m.pulled[p] = pointerState{target, netag}
+				continue
+			}
 			return rep, fmt.Errorf("%s: %w (%v)", m.S.URL(p), ErrPointerMoved, err)
 		}
 		if err != nil {
@@ -455,20 +466,51 @@ func (m *Mirror) pushVersion(ctx context.Context, v string, rep *PushReport) err
 	if err != nil {
 		return err
 	}
-	remote, _, err := m.S.Get(ctx, v+"/"+manifestName, maxManifest)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// remoteNow: the store's manifest of v, nil when it has none.
+	remoteNow := func() ([]byte, error) {
+		b, _, err := m.S.Get(ctx, v+"/"+manifestName, maxManifest)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	remote, err := remoteNow()
+	if err != nil {
 		return err
 	}
-	if err != nil || !bytes.Equal(remote, raw) {
-		lock, err := m.S.LockVersion(ctx, v, m.Holder, m.LockTTL)
-		if err != nil {
-			return err
+	if remote != nil && bytes.Equal(remote, raw) {
+		return m.reduceToMeta(v, dir)
+	}
+	// Another publisher of the version published it since Pull: its
+	// version stands (as a build that waited for the lock on disk finds
+	// the version up to date), this copy becomes its metadata. A version
+	// the store had at Pull and the build replaced (WAREHOUSE_CLEAR=1) is
+	// uploaded over it.
+	if remote != nil && !m.published[v] {
+		return m.pullMeta(ctx, v)
+	}
+	deadline := time.Now().Add(m.LockWait)
+	lock, err := m.S.LockVersion(ctx, v, m.Holder, m.LockTTL)
+	for errors.Is(err, outputroot.ErrLocked) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(2*time.Second, time.Until(deadline))):
 		}
-		err = m.uploadVersion(ctx, v, dir, raw, err == nil && remote != nil, rep)
-		lock.Release()
-		if err != nil {
-			return err
-		}
+		lock, err = m.S.LockVersion(ctx, v, m.Holder, m.LockTTL)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if remote, err = remoteNow(); err != nil {
+		return err
+	}
+	if remote != nil && !m.published[v] {
+		return m.pullMeta(ctx, v)
+	}
+	if err := m.uploadVersion(ctx, v, dir, raw, remote != nil, rep); err != nil {
+		return err
 	}
 	return m.reduceToMeta(v, dir)
 }

@@ -108,6 +108,7 @@ func openS3Root(ctx context.Context, root string, getenv func(string) string, wa
 		return nil, err
 	}
 	r := &s3Root{mirror: objstore.NewMirror(store, work, objstore.Holder(), st.leaseTTL), lock: l, loc: loc}
+	r.mirror.LockWait = wait
 	if err := r.mirror.Pull(ctx, staging); err != nil {
 		l.Release()
 		return nil, fmt.Errorf("read %s: %w", loc, err)

@@ -24,6 +24,7 @@ import (
 
 	"warehouse-etl/internal/s3test"
 	"warehouse-etl/objstore"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/warehouse"
 )
 
@@ -385,7 +386,13 @@ func TestS3PartitionedBuild(t *testing.T) {
 	if out, code := run("commit", "--config", cfgPath); code != exitIncomplete || !strings.Contains(out, "partition 2/3") {
 		t.Fatalf("early commit: exit %d, want %d\n%s", code, exitIncomplete, out)
 	}
+	// The other two at once, and a commit waiting for them (it lists the
+	// staging uploads again until all are there).
 	var wg sync.WaitGroup
+	var out string
+	var code int
+	wg.Add(1)
+	go func() { defer wg.Done(); out, code = run("commit", "--config", cfgPath, "--wait", "2m") }()
 	for _, p := range []string{"1/3", "2/3"} {
 		wg.Add(1)
 		go func() {
@@ -396,7 +403,6 @@ func TestS3PartitionedBuild(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	out, code := run("commit", "--config", cfgPath)
 	v := filepath.Base(local)
 	if code != 0 || !strings.Contains(out, url+"/"+v) {
 		t.Fatalf("commit: exit %d\n%s", code, out)
@@ -668,6 +674,66 @@ func TestKubernetesS3PartitionedManifest(t *testing.T) {
 		t.Fatalf("commit published nowhere in the bucket:\n%s", out)
 	}
 	if res := runCLI(t, context.Background(), s3CLIEnv(t), "verify", "--tensor-warehouse", "s3://warehouses/k8s", "--full"); res.code != 0 {
+		t.Fatalf("verify: exit %d\n%s", res.code, res.stderr)
+	}
+}
+
+// Two publishers of one version (the same config on two machines): while
+// another holds the version's lock object, Push is refused with exit 5's
+// error, or waits for it with LockWait; the first to publish stands and
+// the other adopts it (no second upload over it), as a build that waited
+// for the lock on disk finds the version up to date.
+func TestS3SameVersionTwoPublishers(t *testing.T) {
+	s3Setup(t)
+	bin := mustBinary(t)
+	const prefix = "same"
+	var mirrors []*objstore.Mirror
+	for range 2 {
+		work := t.TempDir()
+		m := objstore.NewMirror(s3Store(t, prefix), work, objstore.Holder(), time.Minute)
+		if err := m.Pull(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := writeConfig(t, demoRoot(t), map[string]any{"output_root": work})
+		if b, err := exec.Command(bin, "build", "--config", cfg).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+		mirrors = append(mirrors, m)
+	}
+	a, b := mirrors[0], mirrors[1]
+	v, err := os.Readlink(filepath.Join(a.Root, "latest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := s3Store(t, prefix)
+	held, err := s.LockVersion(context.Background(), v, "elsewhere:1:00000000", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Push(context.Background()); !errors.Is(err, outputroot.ErrLocked) {
+		t.Fatalf("push under another's lock: %v, want ErrLocked", err)
+	}
+	go func() { time.Sleep(time.Second); held.Release() }()
+	a.LockWait = 30 * time.Second
+	if _, err := a.Push(context.Background()); err != nil {
+		t.Fatalf("push waiting for the lock: %v", err)
+	}
+	first, _, err := s.Get(context.Background(), v+"/manifest.json", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.Push(context.Background())
+	if err != nil {
+		t.Fatalf("the second publisher: %v", err)
+	}
+	if len(rep.Versions) != 0 {
+		t.Fatalf("the second publisher uploaded %v over the first's", rep.Versions)
+	}
+	second, _, _ := s.Get(context.Background(), v+"/manifest.json", 1<<20)
+	if !bytes.Equal(first, second) {
+		t.Fatal("the first publisher's manifest was replaced")
+	}
+	if res := runCLI(t, context.Background(), s3CLIEnv(t), "verify", "--tensor-warehouse", "s3://"+s3Bucket+"/"+prefix, "--full"); res.code != 0 {
 		t.Fatalf("verify: exit %d\n%s", res.code, res.stderr)
 	}
 }
