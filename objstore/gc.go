@@ -21,7 +21,11 @@ import (
 // has not expired (kept, and said so). Uploads that never finished (a
 // version's objects without a manifest) are removed too once no lock
 // object of a live publisher covers them. With dryRun nothing is removed.
-func (m *Mirror) GC(ctx context.Context, local *outputroot.GCReport, now time.Time, dryRun bool) (*outputroot.GCReport, error) {
+//
+// Staging uploads (.staging/<version>/) go as on disk: those of a
+// published version (a commit that died before removing them), and with
+// keepFor those untouched for keepFor (a partitioned build nobody reran).
+func (m *Mirror) GC(ctx context.Context, local *outputroot.GCReport, now time.Time, keepFor time.Duration, dryRun bool) (*outputroot.GCReport, error) {
 	leases, err := m.S.LiveLeases(ctx, now)
 	if err != nil {
 		return nil, err
@@ -70,8 +74,51 @@ func (m *Mirror) GC(ctx context.Context, local *outputroot.GCReport, now time.Ti
 		rep.Removed = append(rep.Removed, outputroot.Removed{Path: m.S.URL(v), Bytes: n, Why: "an upload that did not finish (no manifest object, no live lock)"})
 		remove = append(remove, v)
 	}
+	staged := map[string][]Object{}
+	var stagedOrder []string
+	for _, o := range objs {
+		rest, ok := strings.CutPrefix(o.Name, stagingPrefix)
+		v, _, _ := strings.Cut(rest, "/")
+		if !ok || !IsVersionName(v) {
+			continue
+		}
+		if staged[v] == nil {
+			stagedOrder = append(stagedOrder, v)
+		}
+		staged[v] = append(staged[v], o)
+	}
+	var removeStaged []string
+	for _, v := range stagedOrder {
+		var bytes int64
+		var newest time.Time
+		for _, o := range staged[v] {
+			bytes += o.Size
+			if o.Modified.After(newest) {
+				newest = o.Modified
+			}
+		}
+		why := ""
+		switch {
+		case hasManifest[v]:
+			why = "staging uploads of " + v + ", which is published"
+		case keepFor > 0 && now.Sub(newest) >= keepFor:
+			why = fmt.Sprintf("unfinished partitioned build of %s, untouched since %s", v, newest.UTC().Format(time.RFC3339))
+		default:
+			rep.Kept = append(rep.Kept, outputroot.Kept{Name: stagingPrefix + v, Why: "unfinished partitioned build of " + v + ": rerun it (its uploaded shards are kept) or wait for --keep-days"})
+			continue
+		}
+		rep.Removed = append(rep.Removed, outputroot.Removed{Path: m.S.URL(stagingPrefix + v), Bytes: bytes, Why: why})
+		removeStaged = append(removeStaged, v)
+	}
 	if dryRun {
 		return rep, nil
+	}
+	for _, v := range removeStaged {
+		for _, o := range staged[v] {
+			if err := m.S.Delete(ctx, o.Name); err != nil {
+				return rep, err
+			}
+		}
 	}
 	for i, v := range remove {
 		// A reader may have taken a lease since the first look.

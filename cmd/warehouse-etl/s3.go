@@ -312,7 +312,7 @@ func gcS3(ctx context.Context, root string, getenv func(string) string, opts out
 	if err != nil {
 		return nil, err
 	}
-	rep, err := r.mirror.GC(ctx, local, time.Now(), opts.DryRun)
+	rep, err := r.mirror.GC(ctx, local, time.Now(), opts.KeepFor, opts.DryRun)
 	if err != nil || opts.DryRun {
 		return rep, err
 	}

@@ -461,6 +461,27 @@ func TestS3GCRespectsLeases(t *testing.T) {
 	if err != nil || len(live[vb]) != 0 {
 		t.Fatalf("an expired lease counts as live: %v %v", live, err)
 	}
+
+	// Staging uploads: those of a published version go; an unfinished
+	// partitioned build's stay until --keep-days.
+	const unfinished = "v0123456789abcdef"
+	for _, name := range []string{".staging/" + vb + "/partitions/0-of-1.json", ".staging/" + unfinished + "/shards/shard-00000.json"} {
+		if _, err := s.Put(context.Background(), name, []byte("{}"), objstore.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = runCLI(t, context.Background(), s3CLIEnv(t), "gc", "--output-root", url, "--keep", "1")
+	if res.code != 0 || !strings.Contains(res.stdout, "removed "+url+"/.staging/"+vb) || !strings.Contains(res.stdout, "kept .staging/"+unfinished) {
+		t.Fatalf("gc of staging uploads: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	res = runCLI(t, context.Background(), s3CLIEnv(t), "gc", "--output-root", url, "--keep", "1", "--keep-days", "0.00001")
+	if res.code != 0 || !strings.Contains(res.stdout, "removed "+url+"/.staging/"+unfinished) {
+		t.Fatalf("gc --keep-days of an unfinished partitioned build: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if objs, _ := s.List(context.Background(), ".staging/"); len(objs) != 0 {
+		t.Fatalf("gc left staging uploads: %v", objs)
+	}
 }
 
 // Two publishers of different versions race for latest: the conditional
