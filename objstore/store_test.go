@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"warehouse-etl/internal/s3test"
 )
@@ -115,5 +117,26 @@ func TestPutFileRefusesBytesNotTheManifests(t *testing.T) {
 	}
 	if _, _, err := s.Get(ctx, "v1/shards/b", 100); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the refused object exists: %v", err)
+	}
+}
+
+// TestStoreChecksPartChecksum: a multipart part whose
+// x-amz-checksum-sha256 does not match its bytes is refused.
+func TestStoreChecksPartChecksum(t *testing.T) {
+	ctx := context.Background()
+	s := testStore(t)
+	key := aws.String(s.key("v2/shards/big"))
+	up, err := s.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.loc.Bucket, Key: key, ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.loc.Bucket, Key: key, UploadId: up.UploadId})
+	body := bytes.Repeat([]byte{7}, 1<<20)
+	wrong := sha256.Sum256([]byte("not the part"))
+	_, err = s.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.loc.Bucket, Key: key, UploadId: up.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(wrong[:]))}, unsignedPayload)
+	if err == nil {
+		t.Fatal("the server took a part whose x-amz-checksum-sha256 does not match")
 	}
 }
