@@ -259,20 +259,34 @@ func (m *Mirror) pullStaging(ctx context.Context, objs []Object) error {
 			continue
 		}
 		v, rel, ok := strings.Cut(rest, "/")
-		if !ok || !IsVersionName(v) || !stagedFile(rel) {
+		if !ok || !IsVersionName(v) || !stagedFile(rel) || strings.HasSuffix(rel, ".twh") {
 			continue
 		}
-		if strings.HasSuffix(rel, ".twh") && !have[strings.TrimSuffix(o.Name, ".twh")+".json"] {
-			continue
-		}
-		local := filepath.Join(m.Root, "."+v+outputroot.StagingSuffix, filepath.FromSlash(rel))
-		if fi, err := os.Stat(local); err == nil && fi.Size() == o.Size {
-			continue
-		}
+		dir := filepath.Join(m.Root, "."+v+outputroot.StagingSuffix)
 		g.Go(func() error {
-			// Records last: a record says its shard is complete.
-			_, err := m.S.Download(gctx, o.Name, local, o.Size, "")
-			return err
+			// A record, then (shard records) its shard when the local
+			// record is another: the shard first, the record last, as a
+			// partition writes them.
+			body, _, err := m.S.Get(gctx, o.Name, maxRecord)
+			if err != nil {
+				return err
+			}
+			local := filepath.Join(dir, filepath.FromSlash(rel))
+			if cur, err := os.ReadFile(local); err == nil && bytes.Equal(cur, body) {
+				return nil
+			}
+			if strings.HasPrefix(rel, "shards/") {
+				shard := strings.TrimSuffix(o.Name, ".json") + ".twh"
+				if have[shard] {
+					if _, err := m.S.Download(gctx, shard, strings.TrimSuffix(local, ".json")+".twh", 0, ""); err != nil {
+						return err
+					}
+				}
+			}
+			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(local, body, 0o644)
 		})
 	}
 	return g.Wait()
@@ -629,14 +643,18 @@ func (m *Mirror) reduceToMeta(v, dir string) error {
 // store lacks.
 func (m *Mirror) pushStaging(ctx context.Context, v string) error {
 	dir := filepath.Join(m.Root, "."+v+outputroot.StagingSuffix)
-	objs, err := m.S.List(ctx, stagingPrefix+v+"/")
+	base := stagingPrefix + v + "/"
+	objs, err := m.S.List(ctx, base)
 	if err != nil {
 		return err
 	}
-	have := map[string]int64{}
+	have := map[string]bool{}
 	for _, o := range objs {
-		have[o.Name] = o.Size
+		have[o.Name] = true
 	}
+	// A shard is uploaded with its record when the store lacks that
+	// record or has another one (a partition rebuilt with
+	// WAREHOUSE_CLEAR=1): the record names the shard's bytes.
 	var shards, records, parts []string
 	for _, sub := range []string{"shards", "partitions"} {
 		des, err := os.ReadDir(filepath.Join(dir, sub))
@@ -655,6 +673,15 @@ func (m *Mirror) pushStaging(ctx context.Context, v string) error {
 			case sub == "partitions":
 				parts = append(parts, rel)
 			case strings.HasSuffix(rel, ".json"):
+				local, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+				if err != nil {
+					return err
+				}
+				if have[base+rel] {
+					if remote, _, err := m.S.Get(ctx, base+rel, maxRecord); err == nil && bytes.Equal(remote, local) {
+						continue
+					}
+				}
 				if _, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(rel, ".json")+".twh")); err == nil {
 					shards = append(shards, strings.TrimSuffix(rel, ".json")+".twh")
 				}
@@ -667,14 +694,7 @@ func (m *Mirror) pushStaging(ctx context.Context, v string) error {
 		g.SetLimit(max(1, m.S.Parallel))
 		for _, rel := range batch {
 			p := filepath.Join(dir, filepath.FromSlash(rel))
-			fi, err := os.Stat(p)
-			if err != nil {
-				return err
-			}
-			if n, ok := have[stagingPrefix+v+"/"+rel]; ok && n == fi.Size() && !strings.HasPrefix(rel, "partitions/") {
-				continue
-			}
-			g.Go(func() error { return m.S.PutFile(gctx, stagingPrefix+v+"/"+rel, p, "") })
+			g.Go(func() error { return m.S.PutFile(gctx, base+rel, p, "") })
 		}
 		if err := g.Wait(); err != nil {
 			return err
@@ -682,6 +702,9 @@ func (m *Mirror) pushStaging(ctx context.Context, v string) error {
 	}
 	return nil
 }
+
+// maxRecord bounds a staged shard or partition record read whole.
+const maxRecord = 1 << 20
 
 // cleanStaging removes the staging uploads of versions the store has
 // published and whose local staging directory is gone (commit removed
