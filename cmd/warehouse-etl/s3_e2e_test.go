@@ -758,3 +758,19 @@ func TestS3SameVersionTwoPublishers(t *testing.T) {
 		t.Fatalf("verify: exit %d\n%s", res.code, res.stderr)
 	}
 }
+
+// A build that fails its thresholds exits 3 and puts nothing in the
+// bucket, as it publishes nothing on disk.
+func TestS3ThresholdFailurePublishesNothing(t *testing.T) {
+	s3Setup(t)
+	const url = "s3://" + s3Bucket + "/strict"
+	cfgPath, _ := writeConfig(t, demoRoot(t), map[string]any{"output_root": url,
+		"thresholds": map[string]any{"invalid": map[string]any{"max_ratio": 0.01}}})
+	res := runCLI(t, context.Background(), s3CLIEnv(t), "build", "--config", cfgPath)
+	if res.code != exitThreshold {
+		t.Fatalf("exit %d, want %d\n%s", res.code, exitThreshold, res.stderr)
+	}
+	if objs, err := s3Store(t, "strict").List(context.Background(), ""); err != nil || len(objs) != 0 {
+		t.Fatalf("a rejected build left %d objects (%v)", len(objs), err)
+	}
+}
