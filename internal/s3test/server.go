@@ -51,7 +51,7 @@ func Binary() string {
 func Start(t testing.TB, bucket string) *Server {
 	t.Helper()
 	bin := Binary()
-	if bin == "" {
+	if _, err := os.Stat(bin); bin == "" || err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("versitygw not found (set VERSITYGW, or go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)")
 		}
