@@ -243,4 +243,3 @@ func MixOrder(sizes []int, starts [][]int, quotas []int, shuffle Shuffle, seed u
 	}
 	return labels
 }
-

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"testing"
 
-	"warehouse-etl/warehouse/warehousetest"
 	"warehouse-etl/shard"
 	. "warehouse-etl/warehouse"
+	"warehouse-etl/warehouse/warehousetest"
 )
 
 // elasticCase is a job of world ranks that took steps batches each and was
@@ -163,9 +163,9 @@ func TestMixQuotas(t *testing.T) {
 		want    []int
 	}{
 		{[]float64{1}, 7, []int{7}},
-		{[]float64{1, 1}, 7, []int{4, 3}},          // tie: the lower index
+		{[]float64{1, 1}, 7, []int{4, 3}},              // tie: the lower index
 		{[]float64{0.7, 0.2, 0.1}, 10, []int{7, 2, 1}}, // 7.000000000000001, 2, 1: exact in spirit
-		{[]float64{3, 1}, 10, []int{8, 2}},         // 7.5, 2.5: tie, lower index
+		{[]float64{3, 1}, 10, []int{8, 2}},             // 7.5, 2.5: tie, lower index
 		{[]float64{1, 2, 3}, 100, []int{17, 33, 50}},
 		{[]float64{1e-9, 1}, 5, []int{0, 5}},
 	} {
