@@ -101,6 +101,10 @@ class StatefulLoader:
         """Use the order of ``epoch`` from the next ``iter(loader)`` on (a loaded state of
         another epoch is dropped: the new epoch starts at position 0)."""
         self.sampler.set_epoch(epoch)
+        pending = getattr(self, "_resume", None)
+        if pending is not None and pending[0] != self.sampler.epoch:
+            self._resume = None
+            self.sampler.start = 0
 
     @property
     def epoch(self):
@@ -135,5 +139,6 @@ class StatefulLoader:
                                             shuffle=s.shuffle, remainder=s.remainder)
         s.seed = seed
         s.set_epoch(epoch)
+        s.start = position  # len(loader) is the rest of the epoch from now on
         self._resume = (epoch, position)
         self._progress = None
