@@ -521,17 +521,20 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
             raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
                             f"num_workers is the deprecated name of reader_threads; give reader_threads only")
         reader_threads = num_workers
-    if epoch_samples is not None and not isinstance(path, (list, tuple, Mixture)):
+    mixture = None
+    if isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
+        path = mixture = _open(path, ignore_thresholds, verify_samples, epoch_samples)
+    elif epoch_samples is not None and not isinstance(path, Mixture):
         raise ValueError("make_loader: epoch_samples is a mixture's epoch length: give [(path, weight), ...]")
-    wh = _open(path, ignore_thresholds, verify_samples, epoch_samples)
     try:
-        ds = WarehouseDataset(wh, normalize=normalize, verify_samples=verify_samples, reader_threads=reader_threads,
+        ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
+                              verify_samples=verify_samples, reader_threads=reader_threads,
                               prefetch_factor=prefetch_factor)
     except BaseException:
-        if wh is not path:
-            wh.close()
+        if mixture is not None:
+            mixture.close()
         raise
-    ds._owns_wh = wh is not path  # close() closes what make_loader opened
+    ds._owns_wh = ds._owns_wh or mixture is not None  # ds.close() closes the mixture make_loader opened
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)
