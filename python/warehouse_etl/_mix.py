@@ -8,7 +8,6 @@ indices are the warehouses' concatenated (mixture index ``i`` is sample
 row came from) and ``index`` (the row's sample index in that warehouse).
 """
 import math
-import threading
 
 import numpy as np
 
@@ -149,9 +148,9 @@ class Mixture:
 
     def read_batch(self, indices, out=None):
         """Read mixture indices into one batch (``Warehouse.read_batch``'s arrays, plus
-        ``warehouse``): rows of one warehouse are read by its ``read_batch``, straight
-        into ``out`` when the whole batch is one warehouse's, else into a scratch batch
-        and copied into their rows. ``index`` is each row's index in its warehouse."""
+        ``warehouse``): the rows of each warehouse are read by its ``read_batch`` straight
+        into their rows of ``out`` (``rows=``), no copy. ``index`` is each row's index in
+        its warehouse."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(self)):
             bad = int(idx[(idx < 0) | (idx >= len(self))][0])
@@ -164,33 +163,12 @@ class Mixture:
         if len(present) == 1:
             self.warehouses[present[0]].read_batch(local, out=out)
         else:
-            scratch = self._scratch(b)
             for k in present:
                 rows = np.flatnonzero(m == k)
-                part = {key: a[:rows.size] for key, a in scratch.items()}
-                self.warehouses[k].read_batch(local[rows], out=part)
-                for key, a in part.items():
-                    if key in out:
-                        out[key][rows] = a
+                self.warehouses[k].read_batch(local[rows], out=out, rows=rows)
         if "warehouse" in out:
             out["warehouse"][:] = m
         return out
-
-    def _scratch(self, b):
-        """This thread's batch of ``b`` rows that the rows of one warehouse are read into
-        (reused: no fresh memory, so no page faults, per batch)."""
-        local = self.__dict__.get("_local")
-        if local is None:
-            local = self.__dict__.setdefault("_local", threading.local())
-        scratch = getattr(local, "scratch", None)
-        if scratch is None or scratch["index"].shape[0] < b:
-            scratch = local.scratch = self.warehouses[0].allocate_batch(b)
-        return scratch
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_local", None)
-        return state
 
     def close(self):
         for wh in self.warehouses:
