@@ -546,6 +546,9 @@ func NewBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions) (
 	if r, ok := src.(*Reader); ok {
 		return r.Batches(ctx, opts)
 	}
+	if m, ok := src.(*Mixture); ok {
+		return m.Batches(ctx, opts)
+	}
 	return newBatchIterator(ctx, src, opts, nil)
 }
 

@@ -1,6 +1,7 @@
 package warehouse
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -21,6 +22,7 @@ type Mixture struct {
 	quotas  []int
 	epoch   int // samples per epoch: the sum of quotas
 	layout  shard.Layout
+	pool    batchPool // the buffers of the last iterator, for the next (as a Reader's)
 }
 
 // mixSalt seeds the stream that interleaves the warehouses (ASCII "mixture!").
@@ -178,6 +180,13 @@ func (m *Mixture) ReadRunInto(first, n int, b *Batch, row int) error {
 		first, row, n = first+c, row+c, n-c
 	}
 	return nil
+}
+
+// Batches starts an iterator over one rank's batches of one epoch of the
+// mixture (NewBatchIterator); its buffers go back to the mixture on Close
+// for the next iterator, as a Reader's do.
+func (m *Mixture) Batches(ctx context.Context, opts BatchOptions) (*BatchIterator, error) {
+	return newBatchIterator(ctx, m, opts, &m.pool)
 }
 
 // EpochOrder is the mixture's order of one epoch (reading.md, "Mixtures"):
