@@ -14,7 +14,8 @@ from tests._fixtures import DATA, fixture, need_data
 
 try:
     import torch  # noqa: F401
-    from warehouse_etl.torch import LoaderStateError, Mixture, make_loader
+    from warehouse_etl.torch import (LoaderStateError, Mixture, WarehouseBatchSampler, WarehouseDataset,
+                                     WarehouseLoader, make_loader)
 except ImportError:
     torch = None
 
@@ -96,6 +97,34 @@ class MixedLoader(unittest.TestCase):
                 resumed.load_state_dict(dict(sd, **change))
         for x in (whole, first, resumed):
             x.dataset.close()
+
+    def test_worker_processes(self):
+        """A Mixture pickles into DataLoader worker processes and reads there what the
+        loader of this process reads."""
+        paths = mix_paths(self)
+        L = make_loader(paths, 4, seed=2, epoch_samples=30)
+        want = [(b["warehouse"].tolist(), b["index"].tolist(), b["images"].numpy().tobytes()) for b in L]
+        mix = L.warehouse
+        W = WarehouseLoader(WarehouseDataset(mix), batch_size=None, sampler=WarehouseBatchSampler(mix, 4, seed=2),
+                            num_workers=2)
+        got = [(b["warehouse"].tolist(), b["index"].tolist(), b["images"].numpy().tobytes()) for b in W]
+        self.assertEqual(got, want)
+        L.dataset.close()
+
+    def test_read_batch_rows(self):
+        """Warehouse.read_batch(rows=): the samples land in the rows named, the others stay."""
+        wh = warehouse_etl.open(fixture(self, "f16")["dir"])
+        out = wh.read_batch([5, 6, 7, 8])
+        before = out["images"].copy()
+        wh.read_batch([2, 0], out=out, rows=[3, 1])
+        ref = wh.read_batch([5, 0, 7, 2])
+        self.assertEqual(out["images"].tobytes(), ref["images"].tobytes())
+        self.assertEqual(out["index"].tolist(), [5, 0, 7, 2])
+        self.assertEqual(out["class_index"].tolist(), ref["class_index"].tolist())
+        self.assertEqual(out["images"][0].tobytes(), before[0].tobytes())
+        with self.assertRaises(ValueError):
+            wh.read_batch([1], out=out, rows=[4])
+        wh.close()
 
     def test_refusals(self):
         f16, f32 = fixture(self, "f16"), fixture(self, "f32")
