@@ -114,6 +114,8 @@ for round in $(seq "$ROUNDS"); do
     for w in 0 1 2; do
       record "torch-w$w-$dtype" "$("$PY" bench/read_python.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" --workers "$w")"
     done
+    # A mixture of the warehouse with itself (weights 1:1): what mixing costs on top (reading.md "Mixtures").
+    record "torch-mix-w2-$dtype" "$("$PY" bench/read_python.py torch --mix "$d=1" --mix "$d=1" --batch "$BATCH" --epochs "$EPOCHS" --workers 2)"
   done
   for w in 1 2; do
     record "ffcv-w$w" "$("$PY" bench/read_ffcv.py read --beton "$beton" --batch "$BATCH" --epochs "$EPOCHS" --workers "$w")"
@@ -145,4 +147,5 @@ for d in ("u8", "f16"):
 for w in (0, 1, 2):
     ratio(f"torch-w{w}-u8", "ffcv-w1", "samples/s")
 ratio("torch-w2-u8", "ffcv-w2", "samples/s")
+ratio("torch-mix-w2-u8", "torch-w2-u8", "samples/s")
 PYEOF

@@ -46,7 +46,10 @@ def run_numpy(args):
 def run_torch(args):
     from warehouse_etl.torch import make_loader
 
-    loader = make_loader(args.tensor_warehouse, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
+    source = args.tensor_warehouse
+    if args.mix:  # a mixture: --mix PATH=WEIGHT, repeated
+        source = [(m.rpartition("=")[0], float(m.rpartition("=")[2])) for m in args.mix]
+    loader = make_loader(source, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
                          remainder="drop", reader_threads=args.workers)
 
     def epoch(e):
@@ -71,6 +74,8 @@ def main():
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--shuffle", choices=["none", "shard", "global"], default="global")
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
+                   help="torch: read a mixture of warehouses (make_loader([(path, weight), ...]))")
     args = p.parse_args()
     samples, secs, nbytes = (run_numpy if args.mode == "numpy" else run_torch)(args)
     print(json.dumps({"samples": samples, "seconds": secs, "bytes": nbytes}))

@@ -10,6 +10,20 @@ normalised on the device (a no-op for f16/f32 warehouses, which the build normal
 a small conv backbone predicts max_boxes boxes and their objectness: loss = masked L1 on
 the boxes + BCE on the mask. Logs step, loss and samples/s. CPU is fine.
 
+Preemptible and elastic: --checkpoint FILE saves the model, the optimizer and the loader's
+state (docs/format/reading.md, "Resuming") every --checkpoint-every steps, atomically;
+--resume FILE continues from one, with the same or another number of processes, exactly
+where the epoch stopped. Data parallel when started with WORLD_SIZE > 1 in the environment
+(torchrun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; --dist-init file:///PATH instead of
+the address): torch.distributed with the gloo backend (CPU) and DistributedDataParallel.
+
+    torchrun --nproc_per_node 2 examples/train.py --tensor-warehouse out/demo --checkpoint ck.pt
+    # killed; later, on one process:
+    PYTHONPATH=python /usr/bin/python3 examples/train.py --tensor-warehouse out/demo --resume ck.pt
+
+--log-indices FILE writes "step epoch index..." per batch (FILE.rankR), the samples each
+step trained on; --mix PATH=WEIGHT (repeated) trains on a mixture of warehouses.
+
 Exit codes: 0 trained; 1 a damaged warehouse; 2 usage, or no warehouse (the message says
 how to build one); 3 the warehouse's validation summary exceeds its thresholds.
 """
@@ -60,7 +74,17 @@ def loss_fn(pred_boxes, logits, boxes, mask):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     warehouse_etl.add_argument(ap)
-    ap.add_argument("--steps", type=int, default=30, help="optimizer steps (default 30)")
+    ap.add_argument("--steps", type=int, help="optimizer steps in all, a resumed run's included (default 30, "
+                    "or unlimited with --epochs)")
+    ap.add_argument("--epochs", type=int, help="stop at the end of this many epochs (a resumed run's included)")
+    ap.add_argument("--checkpoint", metavar="FILE", help="save model, optimizer and loader state here (atomically)")
+    ap.add_argument("--checkpoint-every", type=int, default=10, metavar="STEPS", help="default 10, and at the end")
+    ap.add_argument("--resume", metavar="CHECKPOINT", help="continue from this checkpoint (any number of processes)")
+    ap.add_argument("--log-indices", metavar="FILE", help="append 'step epoch index...' per batch to FILE.rankR")
+    ap.add_argument("--dist-init", default="env://", help="torch.distributed init method when WORLD_SIZE > 1 "
+                    "(default env://; file:///PATH needs no port)")
+    ap.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
+                    help="train on a mixture of warehouses of one layout (repeat; instead of --tensor-warehouse)")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--reader-threads", "--num-workers", dest="reader_threads", type=int, default=0,
                     help="reader threads that read batches ahead of the step (default 0; --num-workers: old name)")
@@ -72,6 +96,19 @@ def main(argv=None):
                          "reads ROOT/latest-NAME instead of ROOT/latest (a config's name is its file name without "
                          "the extension, or its \"name\" key)")
     args = ap.parse_args(argv)
+    if args.steps is None:
+        args.steps = 30 if args.epochs is None else sys.maxsize
+    if args.epochs is None:
+        args.epochs = sys.maxsize
+    mix = []
+    for spec in args.mix:
+        p, _, w = spec.rpartition("=")
+        try:
+            mix.append((p, float(w)))
+        except ValueError:
+            ap.error(f"--mix {spec}: want PATH=WEIGHT")
+    if mix and not args.tensor_warehouse:
+        args.tensor_warehouse = mix[0][0]
     path = args.tensor_warehouse
     if path and args.config:
         path = os.path.join(path, "latest-" + args.config)
@@ -92,9 +129,15 @@ def main(argv=None):
     if not os.path.exists(path):
         print(f"train.py: no tensor warehouse at {path}; {hint}", file=sys.stderr)
         return 2
+    rank, world = init_distributed(args.dist_init)
     try:
-        wh = warehouse_etl.open(path, ignore_thresholds=args.ignore_thresholds)
-        loader = make_loader(wh, args.batch_size, seed=args.seed, reader_threads=args.reader_threads)
+        if mix:
+            loader = make_loader(mix, args.batch_size, seed=args.seed, reader_threads=args.reader_threads,
+                                 ignore_thresholds=args.ignore_thresholds)
+            wh = loader.warehouse.warehouses[0]
+        else:
+            wh = warehouse_etl.open(path, ignore_thresholds=args.ignore_thresholds)
+            loader = make_loader(wh, args.batch_size, seed=args.seed, reader_threads=args.reader_threads)
     except warehouse_etl.ThresholdError as e:
         print(f"train.py: {e}\n(--ignore-thresholds overrides)", file=sys.stderr)
         return 3
@@ -111,11 +154,36 @@ def main(argv=None):
     model = Detector(wh.layout.channels, wh.layout.max_boxes)
     norm = Normalize(wh)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    print(f"train.py: {wh}, {len(loader)} batches of {args.batch_size} per epoch", flush=True)
-    step, epoch, samples, t0 = 0, 0, 0, time.perf_counter()
-    while step < args.steps:
+    step = epoch = 0
+    if args.resume:
+        try:
+            ck = torch.load(args.resume)
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
+            loader.load_state_dict(ck["loader"])  # refuses another warehouse version
+        except (OSError, KeyError, RuntimeError, warehouse_etl.WarehouseError) as e:
+            print(f"train.py: --resume {args.resume}: {e}", file=sys.stderr)
+            return 2
+        step, epoch = ck["step"], loader.epoch
+        st = ck["loader"]
+        print(f"train.py: resumed at step {step}, epoch {epoch}, position {st['position']} (saved with "
+              f"{st['world']} process(es), now {world})", flush=True)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    log = open(f"{args.log_indices}.rank{rank}", "a") if args.log_indices else None
+    print(f"train.py: {loader.warehouse}, {len(loader)} batches of {args.batch_size} per epoch"
+          + (f" on rank {rank} of {world}" if world > 1 else ""), flush=True)
+    samples, t0 = 0, time.perf_counter()
+    while step < args.steps and epoch < args.epochs:
         loader.set_epoch(epoch)
         for batch in loader:
+            if log is not None:  # before the step: a checkpoint of this step implies the line
+                ids = batch["index"].tolist()
+                if "warehouse" in batch:
+                    ids = [f"{w}:{i}" for w, i in zip(batch["warehouse"].tolist(), ids)]
+                n = len(ids) - batch["repeats"]
+                log.write(f"{step + 1} {epoch} {' '.join(map(str, ids[:n]))}\n")
+                log.flush()
             images = norm(batch["images"]).float()
             pred_boxes, logits = model(images)
             loss, box, obj = loss_fn(pred_boxes, logits, batch["boxes"].float(), batch["mask"].float())
@@ -127,11 +195,42 @@ def main(argv=None):
             rate = samples / (time.perf_counter() - t0)
             print(f"step {step} epoch {epoch} loss {loss.item():.4f} (box {box.item():.4f} obj {obj.item():.4f}) "
                   f"{rate:.1f} samples/s", flush=True)
+            if args.checkpoint and step % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint, model, opt, loader, step, rank)
             if step >= args.steps:
                 break
-        epoch += 1
+        else:
+            epoch += 1
+            continue
+        break
+    if args.checkpoint:
+        save_checkpoint(args.checkpoint, model, opt, loader, step, rank)
     print(f"train.py: {step} steps, {samples} samples in {time.perf_counter() - t0:.2f} s", flush=True)
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return 0
+
+
+def init_distributed(init_method):
+    """(rank, world): torch.distributed with gloo when WORLD_SIZE > 1, else (0, 1)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    rank = int(os.environ["RANK"])
+    torch.distributed.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
+    return rank, world
+
+
+def save_checkpoint(path, model, opt, loader, step, rank):
+    """Rank 0 writes model, optimizer and loader state (the same on every rank) to a
+    temporary file and renames it over ``path``: a kill leaves the old or the new one."""
+    if rank != 0:
+        return
+    m = model.module if hasattr(model, "module") else model
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(), "loader": loader.state_dict(),
+                "step": step}, tmp)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,10 @@ type BatchOptions struct {
 	// Workers is how many goroutines fill batches; 0 means
 	// min(Prefetch, GOMAXPROCS).
 	Workers int
+	// StartPosition is the global position of the epoch order the batches
+	// start at: 0, or where a job that is resumed stopped (Position; any
+	// world size). See PlanOrder and reading.md, "Resuming".
+	StartPosition int
 }
 
 func (o *BatchOptions) resolve() error {
@@ -123,6 +127,8 @@ func (o *BatchOptions) resolve() error {
 		return fmt.Errorf("rank %d of world size %d: want 0 <= rank < world size", o.Rank, o.WorldSize)
 	case o.Epoch < 0:
 		return fmt.Errorf("epoch %d: must be >= 0", o.Epoch)
+	case o.StartPosition < 0:
+		return fmt.Errorf("start position %d: must be >= 0", o.StartPosition)
 	case o.Shuffle < ShuffleNone || o.Shuffle > ShuffleShards:
 		return fmt.Errorf("unknown shuffle %v", o.Shuffle)
 	case o.Remainder < DropRemainder || o.Remainder > PadRemainder:
@@ -231,25 +237,7 @@ func PlanBatches(n int, shardStarts []int, opts BatchOptions) ([]PlannedBatch, e
 	if n == 0 {
 		return nil, errors.New("the warehouse has no samples")
 	}
-	per := opts.BatchSize * opts.WorldSize
-	count := n / per
-	if opts.Remainder == PadRemainder {
-		count = (n + per - 1) / per
-	}
-	if count == 0 {
-		return nil, fmt.Errorf("%d samples cannot fill one batch of %d on each of %d ranks; use a smaller batch or pad the remainder", n, opts.BatchSize, opts.WorldSize)
-	}
-	order := EpochOrder(n, shardStarts, opts.Shuffle, opts.Seed, opts.Epoch)
-	batches := make([]PlannedBatch, count)
-	for t := range batches {
-		start := ((t*opts.WorldSize + opts.Rank) * opts.BatchSize)
-		idx := make([]int, opts.BatchSize)
-		for j := range idx {
-			idx[j] = order[(start+j)%n]
-		}
-		batches[t] = PlannedBatch{Indices: idx, Repeats: max(0, start+opts.BatchSize-max(start, n))}
-	}
-	return batches, nil
+	return PlanOrder(EpochOrder(n, shardStarts, opts.Shuffle, opts.Seed, opts.Epoch), opts)
 }
 
 // BatchSource is what batches are read from: an open warehouse (*Reader),
@@ -558,15 +546,18 @@ func NewBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions) (
 	if r, ok := src.(*Reader); ok {
 		return r.Batches(ctx, opts)
 	}
+	if m, ok := src.(*Mixture); ok {
+		return m.Batches(ctx, opts)
+	}
 	return newBatchIterator(ctx, src, opts, nil)
 }
 
 func newBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions, pool *batchPool) (*BatchIterator, error) {
-	plan, err := PlanBatches(src.Len(), src.ShardStarts(), opts)
+	plan, err := planFor(src, opts)
 	if err != nil {
 		return nil, err
 	}
-	_ = opts.resolve() // PlanBatches validated a copy
+	_ = opts.resolve() // planFor validated a copy
 	ctx, cancel := context.WithCancel(ctx)
 	it := &BatchIterator{
 		src: src, pool: pool, opts: opts, plan: plan, ctx: ctx, cancel: cancel,

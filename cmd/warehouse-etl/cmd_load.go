@@ -34,23 +34,34 @@ unchecked and says so. With only --config it reads the version
 that config builds. --allow-live --config FILE decodes samples from the
 source on the fly when that version was never built: a slow development
 fallback, announced loudly; a warehouse that exists but is damaged is an
-error, never a reason to fall back.`
+error, never a reason to fall back.
+
+--start-position P starts the first epoch at global position P of its order,
+as a job resumed there with this --world does (docs/format/reading.md,
+"Resuming"); --mix PATH=WEIGHT (repeated, instead of --tensor-warehouse)
+reads a mixture of warehouses ("Mixtures"); --indices FILE writes the sample
+indices of every batch handed out.`
 
 // loadReport is what load prints (--json) and what bench/load.sh reads.
 type loadReport struct {
-	Dir       string  `json:"dir"`
-	Live      bool    `json:"live"`
-	Shuffle   string  `json:"shuffle"`
-	Remainder string  `json:"remainder"`
-	Rank      int     `json:"rank"`
-	WorldSize int     `json:"world_size"`
-	BatchSize int     `json:"batch_size"`
-	Epochs    int     `json:"epochs"`
-	Batches   int     `json:"batches"`
-	Samples   int64   `json:"samples"`
-	Repeats   int64   `json:"repeats"`
-	Bytes     int64   `json:"bytes"` // images + boxes + masks handed out
-	Seconds   float64 `json:"seconds"`
+	Dir       string `json:"dir"`
+	Live      bool   `json:"live"`
+	Shuffle   string `json:"shuffle"`
+	Remainder string `json:"remainder"`
+	Rank      int    `json:"rank"`
+	WorldSize int    `json:"world_size"`
+	BatchSize int    `json:"batch_size"`
+	Epochs    int    `json:"epochs"`
+	// StartPosition is where the first epoch started (reading.md,
+	// "Resuming"); Mix the mixture read, if any, with its quotas.
+	StartPosition int       `json:"start_position"`
+	Mix           []mixPart `json:"mix,omitempty"`
+	MixQuotas     []int     `json:"mix_quotas,omitempty"`
+	Batches       int       `json:"batches"`
+	Samples       int64     `json:"samples"`
+	Repeats       int64     `json:"repeats"`
+	Bytes         int64     `json:"bytes"` // images + boxes + masks handed out
+	Seconds       float64   `json:"seconds"`
 	// Epochs after the first: the steady state of a training job, whose
 	// first epoch also pays for faulting in its batch buffers and
 	// opening its shards. Zero with one epoch.
@@ -91,6 +102,10 @@ type loadOptions struct {
 	Prefetch         int
 	Workers          int
 	MaxBatches       int
+	StartPosition    int
+	Mix              mixFlag
+	EpochSamples     int
+	Indices          string
 	VerifyChecksums  bool
 	NoVerifySamples  bool
 	RecheckSamples   bool
@@ -118,6 +133,10 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
 	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
 	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
+	fs.IntVar(&o.StartPosition, "start-position", 0, "start the first epoch at this global position of its order, as a resumed job (any --world; reading.md \"Resuming\")")
+	fs.Var(&o.Mix, "mix", "PATH=WEIGHT: read a mixture of warehouses of one layout (repeat; instead of --tensor-warehouse)")
+	fs.IntVar(&o.EpochSamples, "epoch-samples", 0, "a mixture's epoch length in samples; 0 = the warehouses' samples summed")
+	fs.StringVar(&o.Indices, "indices", "", "write each batch's sample indices to this file: \"epoch batch i... rREPEATS\" per line")
 	fs.BoolVar(&o.VerifyChecksums, "verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
 	fs.BoolVar(&o.NoVerifySamples, "no-verify-samples", false, "hand samples out without checking their per-sample CRC-32C (benchmarks of the reads alone)")
 	fs.BoolVar(&o.RecheckSamples, "recheck-samples", false, "check each sample's CRC-32C on every read, not only on its first")
@@ -140,8 +159,17 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := requireOneFlag(flagValue{"tensor-warehouse", opts.Path}, flagValue{"config", opts.Config}); err != nil {
+	if len(opts.Mix) > 0 {
+		if opts.Path != "" || opts.Config != "" || opts.AllowLive {
+			return usageError{errors.New("--mix names the warehouses: give it without --tensor-warehouse, --config and --allow-live")}
+		}
+	} else if err := requireOneFlag(flagValue{"tensor-warehouse", opts.Path}, flagValue{"config", opts.Config}); err != nil {
 		return err
+	} else if opts.EpochSamples != 0 {
+		return usageError{errors.New("--epoch-samples is a mixture's epoch length: give --mix")}
+	}
+	if opts.StartPosition < 0 {
+		return usageError{fmt.Errorf("--start-position %d: must be >= 0", opts.StartPosition)}
 	}
 	if opts.AllowLive && opts.Config == "" {
 		return usageError{errors.New("--allow-live needs --config: live decoding reads the source and transforms the config names")}
@@ -183,10 +211,23 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 		src    warehouse.BatchSource
 		reader *warehouse.Reader
 		live   *pipeline.Live
-		rep    = loadReport{Shuffle: shuffle.String(), Remainder: remainder.String(), Rank: opts.Rank, WorldSize: opts.World, BatchSize: opts.Batch, Epochs: opts.Epochs}
+		rep    = loadReport{Shuffle: shuffle.String(), Remainder: remainder.String(), Rank: opts.Rank, WorldSize: opts.World, BatchSize: opts.Batch, Epochs: opts.Epochs,
+			StartPosition: opts.StartPosition}
 	)
 	dir, resolveErr := warehouse.ResolveDir(path)
 	switch {
+	case len(opts.Mix) > 0:
+		m, readers, err := openMixture(opts.Mix, opts.EpochSamples, func(dir string) (*warehouse.Reader, error) {
+			return warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: opts.IgnoreThresholds, VerifyChecksums: opts.VerifyChecksums,
+				SkipSampleChecksums: opts.NoVerifySamples, RecheckSamples: opts.RecheckSamples})
+		})
+		for _, r := range readers {
+			defer r.Close()
+		}
+		if err != nil {
+			return err
+		}
+		src, rep.Dir, rep.Mix, rep.MixQuotas = m, "mixture "+opts.Mix.String(), opts.Mix, m.Quotas()
 	case resolveErr == nil:
 		reader, err = warehouse.Open(dir, warehouse.OpenOptions{Logger: log, IgnoreThresholds: opts.IgnoreThresholds, VerifyChecksums: opts.VerifyChecksums,
 			SkipSampleChecksums: opts.NoVerifySamples, RecheckSamples: opts.RecheckSamples})
@@ -224,12 +265,20 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 		return fmt.Errorf("no warehouse to load: %v; %s", resolveErr, hint)
 	}
 
+	indices, err := createIndices(opts.Indices)
+	if err != nil {
+		return err
+	}
+	defer indices.close()
 	start := time.Now()
 	var first loadReport
 	for e := range opts.Epochs {
 		bopts := warehouse.BatchOptions{BatchSize: opts.Batch, Seed: opts.Seed, Epoch: opts.FirstEpoch + e, Rank: opts.Rank, WorldSize: opts.World,
 			Shuffle: shuffle, Remainder: remainder, Prefetch: opts.Prefetch, Workers: opts.Workers}
-		if err := loadEpoch(ctx, src, bopts, opts.MaxBatches, &rep, log); err != nil {
+		if e == 0 {
+			bopts.StartPosition = opts.StartPosition
+		}
+		if err := loadEpoch(ctx, src, bopts, opts.MaxBatches, &rep, log, indices); err != nil {
 			return err
 		}
 		if e == 0 {
@@ -238,6 +287,9 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	if err := indices.close(); err != nil {
+		return err
+	}
 	if opts.Epochs > 1 {
 		rep.LaterSeconds, rep.LaterSamples, rep.LaterBytes = rep.Seconds-first.Seconds, rep.Samples-first.Samples, rep.Bytes-first.Bytes
 		if rep.LaterSeconds > 0 {
@@ -268,7 +320,7 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 }
 
 // loadEpoch reads one epoch's batches for this rank.
-func loadEpoch(ctx context.Context, src warehouse.BatchSource, opts warehouse.BatchOptions, maxBatches int, rep *loadReport, log *slog.Logger) error {
+func loadEpoch(ctx context.Context, src warehouse.BatchSource, opts warehouse.BatchOptions, maxBatches int, rep *loadReport, log *slog.Logger, indices *indicesWriter) error {
 	t0 := time.Now()
 	it, err := warehouse.NewBatchIterator(ctx, src, opts)
 	if err != nil {
@@ -286,6 +338,7 @@ func loadEpoch(ctx context.Context, src warehouse.BatchSource, opts warehouse.Ba
 			return err
 		}
 		batches++
+		indices.batch(b)
 		samples += int64(b.Len())
 		rep.Repeats += int64(b.Repeats)
 		rep.Bytes += int64(len(b.Images) + len(b.Boxes) + len(b.Mask))

@@ -471,6 +471,7 @@ func TestPythonPackage(t *testing.T) {
 	writeJSON(t, filepath.Join(data, "fixtures.json"), fixtures)
 	writeJSON(t, filepath.Join(data, "damaged.json"), damagedCases(t, fixtures[0].Dir))
 	writeJSON(t, filepath.Join(data, "unchecked.json"), uncheckedFixture(t, fixtures[0].Dir))
+	writeJSON(t, filepath.Join(data, "resume.json"), resumeCases(t, fixtures[0].Dir))
 
 	cmd := exec.Command(debianPython, "-m", "unittest", "discover", "-s", mustAbs(t, "../../python/tests"), "-t", mustAbs(t, "../../python"), "-v")
 	cmd.Env = append(os.Environ(), env...)

@@ -131,33 +131,65 @@ def epoch_order(n, shard_starts, shuffle, seed, epoch):
     return order
 
 
-def plan_batches(n, shard_starts, batch_size, *, seed=0, epoch=0, rank=0, world=1, shuffle="global",
-                 remainder="drop"):
-    """Rank ``rank``'s batches of one epoch (Go: warehouse.PlanBatches): an int64 array
-    ``[T, batch_size]`` of global sample indices and an int64 array ``[T]`` of repeats
-    (how many of each batch's last rows are wrap-around padding, ``pad`` only)."""
-    if world == 0:
-        world = 1
+def batches_per_rank(n, batch_size, world, remainder, start=0):
+    """How many batches each rank gets of an epoch of ``n`` positions from ``start`` on
+    (Go: warehouse.BatchesPerRank): floor((n-start)/(world*batch_size)) with drop,
+    ceil with pad, 0 once ``start >= n``."""
+    per = batch_size * max(world, 1)
+    rest = max(0, n - start)
+    return rest // per if remainder == "drop" else -(-rest // per)
+
+
+def _check(batch_size, rank, world, remainder, start, epoch=0, shuffle="global"):
     if batch_size < 1:
         raise ValueError(f"batch size {batch_size}: must be >= 1")
     if world < 1 or rank < 0 or rank >= world:
         raise ValueError(f"rank {rank} of world size {world}: want 0 <= rank < world size")
     if epoch < 0:
         raise ValueError(f"epoch {epoch}: must be >= 0")
+    if start < 0:
+        raise ValueError(f"start position {start}: must be >= 0")
     if shuffle not in SHUFFLES:
         raise ValueError(f"shuffle {shuffle!r}: want none, global or shard")
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder {remainder!r}: want drop or pad")
+
+
+def plan_order(order, batch_size, *, rank=0, world=1, remainder="drop", start=0):
+    """Cut an epoch's ``order`` into rank ``rank``'s batches from global position ``start``
+    on (Go: warehouse.PlanOrder; reading.md, "Resuming"): global batch u holds positions
+    [start+u*B, start+(u+1)*B) and goes to rank u mod world; position p >= N reads
+    order[p mod N]. Returns ``(indices [T, B], repeats [T])`` as :func:`plan_batches`."""
+    if world == 0:
+        world = 1
+    _check(batch_size, rank, world, remainder, start)
+    n = len(order)
     if n == 0:
         raise ValueError("the warehouse has no samples")
-    per = batch_size * world
-    count = n // per if remainder == "drop" else -(-n // per)
-    if count == 0:
+    count = batches_per_rank(n, batch_size, world, remainder, start)
+    if count == 0 and start == 0:
         raise ValueError(f"{n} samples cannot fill one batch of {batch_size} on each of {world} ranks; "
                          "use a smaller batch or pad the remainder")
-    order = epoch_order(n, shard_starts, shuffle, seed, epoch)
-    starts = (np.arange(count, dtype=np.int64) * world + rank) * batch_size
+    starts = start + (np.arange(count, dtype=np.int64) * world + rank) * batch_size
     positions = starts[:, None] + np.arange(batch_size, dtype=np.int64)[None, :]
-    indices = order[positions % n]
+    indices = np.asarray(order, dtype=np.int64)[positions % n]
     repeats = np.maximum(0, starts + batch_size - np.maximum(starts, n))
     return indices, repeats
+
+
+def plan_batches(n, shard_starts, batch_size, *, seed=0, epoch=0, rank=0, world=1, shuffle="global",
+                 remainder="drop", start=0):
+    """Rank ``rank``'s batches of one epoch (Go: warehouse.PlanBatches): an int64 array
+    ``[T, batch_size]`` of global sample indices and an int64 array ``[T]`` of repeats
+    (how many of each batch's last rows are wrap-around padding, ``pad`` only), from
+    global position ``start`` of the epoch's order on (0: the whole epoch; a resumed
+    job's position, any world size: reading.md, "Resuming")."""
+    if world == 0:
+        world = 1
+    _check(batch_size, rank, world, remainder, start, epoch, shuffle)
+    if n == 0:
+        raise ValueError("the warehouse has no samples")
+    if batches_per_rank(n, batch_size, world, remainder, start) == 0 and start == 0:
+        plan_order(np.arange(n), batch_size, rank=rank, world=world, remainder=remainder)  # raises
+    order = epoch_order(n, shard_starts, shuffle, seed, epoch)
+    return plan_order(order, batch_size, rank=rank, world=world, remainder=remainder, start=start)

@@ -42,10 +42,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 import warehouse_etl
-from warehouse_etl._order import plan_batches
+from warehouse_etl._mix import Mixture
+from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
+from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
-           "Normalize", "normalize", "distributed_rank_world"]
+           "Normalize", "normalize", "distributed_rank_world", "Mixture", "LoaderStateError"]
 
 _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32, np.dtype("u1"): torch.uint8,
                  np.dtype("<i4"): torch.int32, np.dtype("<i8"): torch.int64}
@@ -69,9 +71,21 @@ def distributed_rank_world(rank=None, world=None):
     return (0 if rank is None else int(rank)), (1 if world is None else int(world))
 
 
-def _open(warehouse, ignore_thresholds=False, verify_samples=True):
-    if isinstance(warehouse, warehouse_etl.Warehouse):
+def _open(warehouse, ignore_thresholds=False, verify_samples=True, epoch_samples=None):
+    if isinstance(warehouse, (warehouse_etl.Warehouse, Mixture)):
         return warehouse
+    if isinstance(warehouse, (list, tuple)):  # a mixture: [(path or Warehouse, weight), ...]
+        opened = []
+        try:
+            for item in warehouse:
+                part, _ = item
+                opened.append(_open(part, ignore_thresholds, verify_samples))
+            return Mixture(opened, [w for _, w in warehouse], epoch_samples)
+        except BaseException:
+            for wh, item in zip(opened, warehouse):
+                if wh is not item[0]:
+                    wh.close()
+            raise
     return warehouse_etl.open(warehouse, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples)
 
 
@@ -86,6 +100,11 @@ class WarehouseBatchSampler(Sampler):
                  remainder="drop"):
         wh = _open(warehouse)
         self.n, self.shard_starts = len(wh), wh.shard_starts.tolist()
+        # A mixture plans from its own order (epoch_samples long); start is the position
+        # a resumed epoch begins at (WarehouseLoader.load_state_dict sets it).
+        self._mixture = wh if isinstance(wh, Mixture) else None
+        self.epoch_samples = wh.epoch_samples if self._mixture is not None else self.n
+        self.start = 0
         self.batch_size, self.seed, self.epoch = int(batch_size), int(seed), int(epoch)
         self.rank, self.world = distributed_rank_world(rank, world)
         self.shuffle, self.remainder = shuffle, remainder
@@ -96,12 +115,18 @@ class WarehouseBatchSampler(Sampler):
         :class:`WarehouseLoader` iterates the sampler twice per epoch (the dataset's
         read-ahead and the DataLoader), and a global shuffle of a million samples takes
         most of a second. The arrays are read-only."""
-        key = (self.n, self.batch_size, self.seed, self.epoch, self.rank, self.world, self.shuffle, self.remainder)
+        key = (self.n, self.batch_size, self.seed, self.epoch, self.rank, self.world, self.shuffle, self.remainder,
+               self.start)
         planned = getattr(self, "_planned", None)
         if planned is None or planned[0] != key:
-            indices, repeats = plan_batches(self.n, self.shard_starts, self.batch_size, seed=self.seed,
-                                            epoch=self.epoch, rank=self.rank, world=self.world, shuffle=self.shuffle,
-                                            remainder=self.remainder)
+            if self._mixture is not None:
+                indices, repeats = plan_order(self._mixture.epoch_order(self.shuffle, self.seed, self.epoch),
+                                              self.batch_size, rank=self.rank, world=self.world,
+                                              remainder=self.remainder, start=self.start)
+            else:
+                indices, repeats = plan_batches(self.n, self.shard_starts, self.batch_size, seed=self.seed,
+                                                epoch=self.epoch, rank=self.rank, world=self.world,
+                                                shuffle=self.shuffle, remainder=self.remainder, start=self.start)
             indices.flags.writeable = repeats.flags.writeable = False
             planned = self._planned = (key, (indices, repeats))
         return planned[1]
@@ -113,8 +138,7 @@ class WarehouseBatchSampler(Sampler):
         self.epoch = int(epoch)
 
     def __len__(self):
-        per = self.batch_size * self.world
-        return self.n // per if self.remainder == "drop" else -(-self.n // per)
+        return batches_per_rank(self.epoch_samples, self.batch_size, self.world, self.remainder, self.start)
 
     def __iter__(self):
         indices, repeats = self._plan()
@@ -309,7 +333,7 @@ class WarehouseDataset(Dataset):
         if reader_threads < 0 or prefetch_factor < 1:
             raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}: "
                              f"want reader_threads >= 0 and prefetch_factor >= 1")
-        self._owns_wh = not isinstance(warehouse, warehouse_etl.Warehouse)
+        self._owns_wh = not isinstance(warehouse, (warehouse_etl.Warehouse, Mixture))
         self.wh = _open(warehouse, ignore_thresholds, verify_samples)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
@@ -396,6 +420,8 @@ class WarehouseDataset(Dataset):
                  ("box_count", (b,), torch.int32),
                  ("extras", (b, l.extra_f32), torch.float32),
                  ("index", (b,), torch.int64)]
+        if hasattr(wh, "extra_batch_specs"):  # a Mixture: warehouse [B]
+            specs += [(name, shape, _TORCH_DTYPES[dt]) for name, shape, dt in wh.extra_batch_specs(b)]
         if shared:
             t = {name: _empty(shape, dtype, True) for name, shape, dtype in specs}
         else:
@@ -442,7 +468,7 @@ def normalize(images, warehouse):
     return Normalize(warehouse).to(images.device)(images)
 
 
-class WarehouseLoader(DataLoader):
+class WarehouseLoader(StatefulLoader, DataLoader):
     """A DataLoader whose items are whole batches from a :class:`WarehouseBatchSampler`.
     ``set_epoch(e)`` forwards to the sampler (``loader.sampler.set_epoch(e)`` does the
     same); ``warehouse`` is the open :class:`warehouse_etl.Warehouse`. Each
@@ -450,14 +476,11 @@ class WarehouseLoader(DataLoader):
     (:meth:`WarehouseDataset.prefetch`) when the loader runs no worker processes."""
 
     def __iter__(self):
+        self._begin_epoch()  # StatefulLoader: a loaded state's position, else 0
         prefetch = getattr(self.dataset, "prefetch", None)
         if self.num_workers == 0 and prefetch is not None:
             prefetch(self.sampler)
-        return super().__iter__()
-
-    def set_epoch(self, epoch):
-        """Use the order of ``epoch`` from the next ``iter(loader)`` on."""
-        self.sampler.set_epoch(epoch)
+        return self._counted(super().__iter__())
 
     @property
     def warehouse(self):
@@ -466,7 +489,7 @@ class WarehouseLoader(DataLoader):
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
                 reader_threads=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
-                verify_samples=True, num_workers=None, **dataloader_kwargs):
+                verify_samples=True, num_workers=None, epoch_samples=None, **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
     ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
     dicts (module docstring), each read in one pass. ``rank``/``world`` default to
@@ -498,9 +521,20 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
             raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
                             f"num_workers is the deprecated name of reader_threads; give reader_threads only")
         reader_threads = num_workers
-    ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
-                          verify_samples=verify_samples, reader_threads=reader_threads,
-                          prefetch_factor=prefetch_factor)
+    mixture = None
+    if isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
+        path = mixture = _open(path, ignore_thresholds, verify_samples, epoch_samples)
+    elif epoch_samples is not None and not isinstance(path, Mixture):
+        raise ValueError("make_loader: epoch_samples is a mixture's epoch length: give [(path, weight), ...]")
+    try:
+        ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
+                              verify_samples=verify_samples, reader_threads=reader_threads,
+                              prefetch_factor=prefetch_factor)
+    except BaseException:
+        if mixture is not None:
+            mixture.close()
+        raise
+    ds._owns_wh = ds._owns_wh or mixture is not None  # ds.close() closes the mixture make_loader opened
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)

@@ -379,7 +379,7 @@ class Warehouse:
             out = {key: getattr(out, key) for key in _BATCH_KEYS}
         return out
 
-    def read_batch(self, indices, out=None):
+    def read_batch(self, indices, out=None, rows=None):
         """Read the samples ``indices`` (any order, repeats allowed) into contiguous arrays,
         row r holding sample ``indices[r]``; returns the dict of :meth:`allocate_batch`
         (``out`` itself when given: a dict or object with those arrays, reused as is).
@@ -394,14 +394,24 @@ class Warehouse:
         :func:`open`'s ``verify_samples`` says (on a sample's first read by default);
         a mismatch raises :class:`WarehouseError` naming the shard file and the sample
         of the first such row (in row order), after the whole batch was read.
+
+        ``rows`` (with ``out``) reads ``indices[r]`` into row ``rows[r]`` of ``out``
+        instead of row r, leaving the other rows' tensors as they are (a mixture reads
+        each warehouse's rows of one batch so, with no copy); ``class_index`` and
+        ``box_count`` are derived for every row of ``out`` from its records.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         b = idx.shape[0]
         if b and (int(idx.min()) < 0 or int(idx.max()) >= self._n):
             bad = int(idx[(idx < 0) | (idx >= self._n)][0])
             raise IndexError(f"{self.dir}: sample {bad} out of range [0, {self._n})")
-        out = self.allocate_batch(b) if out is None else self._check_out(out, b)
-        out["index"][:] = idx
+        dest = None if rows is None or out is None else np.asarray(rows, dtype=np.int64).reshape(-1)
+        if dest is not None:
+            n_out = (out["index"] if isinstance(out, dict) else out.index).shape[0]
+            if dest.shape[0] != b or (b and (int(dest.min()) < 0 or int(dest.max()) >= n_out)):
+                raise ValueError(f"read_batch: rows {dest.tolist()[:8]}...: want {b} rows of out's {n_out}")
+        out = self.allocate_batch(b) if out is None else self._check_out(out, b if dest is None else n_out)
+        out["index"][slice(None) if dest is None else dest] = idx
         if b == 0:
             return out
         l = self.layout
@@ -409,6 +419,8 @@ class Warehouse:
         local = idx - self.shard_starts[shard_of]
         rows = np.lexsort((local, shard_of))
         ss, ll = shard_of[rows], local[rows]
+        if dest is not None:  # rows: where each sorted sample goes in out
+            rows = dest[rows]
         cuts = np.flatnonzero((np.diff(ss) != 0) | (np.diff(ll) != 1)) + 1
         starts = np.concatenate(([0], cuts)).tolist()
         ends = np.concatenate((cuts, [b])).tolist()
