@@ -116,6 +116,15 @@ class Episodes:
             raise WarehouseError(f"{path}: the episodes' step ranges add up beyond 2^62: no windows over them")
         self.base = np.concatenate(([0], np.cumsum(span)[:-1])).astype(np.int64) if ne else span
         self.keys = self.base[self.episode[self.order]] + self.step[self.order] - self.first[self.episode[self.order]]
+        # Every key's answer precomputed when the step ranges are dense enough (recorded
+        # episodes: frame indices with a few gaps): a window is then a few gathers, no search.
+        total = int(span.sum())
+        self._lut = None
+        if total <= 4 * n + 4096:
+            q = np.arange(total, dtype=np.int64)
+            right = np.searchsorted(self.keys, q, side="right") - 1
+            left = np.searchsorted(self.keys, q, side="left")
+            self._lut = (self.order[right], self.order[left], self.keys[right] == q)
 
     def neighbours(self, indices, offsets):
         """(j, valid): int64 and bool [B, W], the sample each window position reads and
@@ -125,12 +134,17 @@ class Episodes:
         e, s = self.episode[idx], self.step[idx]
         lo, hi = self.first[e][:, None], self.last[e][:, None]
         t = s[:, None] + offs[None, :]
-        tc = np.clip(t, lo, hi)
+        tc = np.minimum(np.maximum(t, lo), hi)  # np.clip is several times slower on small arrays
         q = self.base[e][:, None] + (tc - lo)
-        p = np.where(offs[None, :] >= 0, np.searchsorted(self.keys, q, side="right") - 1,
-                     np.searchsorted(self.keys, q, side="left"))
-        valid = (t == tc) & (self.keys[p] == q)
-        j = self.order[p]
+        if self._lut is not None:
+            right, left, exact = self._lut
+            j = np.where(offs[None, :] >= 0, right[q], left[q])
+            valid = (t == tc) & exact[q]
+        else:
+            p = np.where(offs[None, :] >= 0, np.searchsorted(self.keys, q, side="right") - 1,
+                         np.searchsorted(self.keys, q, side="left"))
+            valid = (t == tc) & (self.keys[p] == q)
+            j = self.order[p]
         at = offs == 0
         j[:, at], valid[:, at] = idx[:, None], True
         return j, valid
