@@ -29,13 +29,14 @@ PY=/usr/bin/python3
 export PYTHONPATH=$PWD/python
 
 mkdir -p "$WORK"/{out,cfg}
-go run ./bench/episodesgen -out "$WORK/data" -episodes "$EPISODES" -steps "$STEPS"
+data=$WORK/data-$EPISODES-$STEPS   # kept: rewriting it would make the builds refuse (sources changed)
+[ -d "$data" ] || { go run ./bench/episodesgen -out "$data.tmp" -episodes "$EPISODES" -steps "$STEPS" && mv "$data.tmp" "$data"; }
 go build -o "$WORK/warehouse-etl" ./cmd/warehouse-etl
 declare -A dir
 for dtype in u8 f16; do
   cat >"$WORK/cfg/$dtype.jsonc" <<CFG
 {
-  "source": {"kind": "wshard", "root": "$WORK/data", "camera": "signal/cam0/rgb",
+  "source": {"kind": "wshard", "root": "$data", "camera": "signal/cam0/rgb",
              "extras": ["signal/joint_pos", "action/ctrl", "reward", "done"]},
   "target_size": [$SIZE, $SIZE],
   "resize_mode": "letterbox",
@@ -43,7 +44,7 @@ for dtype in u8 f16; do
   "max_boxes": 16,
   "shard_target_mb": 64,
   "thresholds": {"empty": {}},
-  "output_root": "$WORK/out/$dtype-$SIZE"
+  "output_root": "$WORK/out/$dtype-$SIZE-$EPISODES-$STEPS"
 }
 CFG
   dir[$dtype]=$("$WORK/warehouse-etl" build --config "$WORK/cfg/$dtype.jsonc" --quiet)
