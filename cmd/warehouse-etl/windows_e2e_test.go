@@ -69,6 +69,11 @@ func TestEpisodeWindowsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if res := runCLI(t, context.Background(), nil, "inspect", "--tensor-warehouse", dir); res.code != 0 ||
+		!strings.Contains(res.stdout, "extra stats action/ctrl over 34 samples: mean [3.997 3.947] std [2.519 2.519] min [1 0.95] max [10.3 10.25] q01 [1.033 0.983] q99 [10.23 10.18]\n") {
+		t.Fatalf("inspect: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
 	// Same bytes with 3 workers, and from two partitions and a commit.
 	cfg3, _ := writeConfig(t, wshardDemoRoot(t), over)
 	dir3, _ := mustBuild(t, cfg3, nil, "--workers", "3")

@@ -42,6 +42,12 @@ class Windows(unittest.TestCase):
         j, valid = w.episodes.neighbours(np.arange(n), fx["offsets"])
         self.assertEqual(j.tolist(), fx["sample"])
         self.assertEqual(valid.tolist(), fx["valid"])
+        # The search path, taken when the episodes' step ranges are too sparse for the table.
+        w.episodes._lut = None
+        j, valid = w.episodes.neighbours(np.arange(n), fx["offsets"])
+        self.assertEqual(j.tolist(), fx["sample"])
+        self.assertEqual(valid.tolist(), fx["valid"])
+        w.episodes._lut = warehouse_etl.Episodes(self.wh)._lut
         # Shuffled and repeated indices: gathered by (episode, step), not by order.
         idx = np.random.default_rng(7).permutation(np.concatenate([np.arange(n), np.arange(n)]))
         values, mask = w.gather(idx)[fx["extra"]]
