@@ -11,8 +11,8 @@
 # joint_pos [7], action/ctrl [7], reward, done) give samples of the bytes
 # bench/read.sh's frames give (u8 and f16, max_boxes 16). The windows are a
 # 50-step action chunk and 3 steps of proprioception:
-# WINDOWS=action/ctrl=0:50,signal/joint_pos=-2:1 (read_python.py --windows).
-# Prints median samples/s per reader and the ratio with/without windows.
+# WINDOWS=action/ctrl=0:50,signal/joint_pos=-2:1 (read_python.py --windows
+# takes the same spec for bench/read.sh-style single runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,8 +20,7 @@ EPISODES=${EPISODES:-6}
 STEPS=${STEPS:-100}
 SIZE=${SIZE:-384}
 BATCH=${BATCH:-32}
-EPOCHS=${EPOCHS:-5}
-ROUNDS=${ROUNDS:-3}
+PAIRS=${PAIRS:-15}
 THREADS=${THREADS:-0 1 2}
 WINDOWS=${WINDOWS:-action/ctrl=0:50,signal/joint_pos=-2:1}
 WORK=${WORK:-/tmp/warehouse-windows-bench}
@@ -51,35 +50,12 @@ CFG
   for f in "${dir[$dtype]}"/shards/*; do cat "$f" >/dev/null; done
 done
 
-results=$WORK/results.txt
-: >"$results"
-record() {
-  echo "$1 $("$PY" -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["samples"], r["seconds"])' "$2")" | tee -a "$results" >&2
-}
-for round in $(seq "$ROUNDS"); do
-  echo "== round $round of $ROUNDS" >&2
-  for dtype in u8 f16; do
-    for w in $THREADS; do
-      record "torch-w$w-$dtype" "$("$PY" bench/read_python.py torch --tensor-warehouse "${dir[$dtype]}" --batch "$BATCH" --epochs "$EPOCHS" --workers "$w")"
-      record "torch-w$w-$dtype-windows" "$("$PY" bench/read_python.py torch --tensor-warehouse "${dir[$dtype]}" --batch "$BATCH" --epochs "$EPOCHS" --workers "$w" --windows "$WINDOWS")"
-    done
+echo
+echo "$((EPISODES * STEPS)) samples, ${SIZE}x$SIZE, batch $BATCH, windows $WINDOWS, $PAIRS alternating epoch pairs per reader ($(nproc) CPUs)"
+printf '%-16s %12s %14s %22s\n' reader "samples/s" "with windows" "windows/without (med)"
+for dtype in u8 f16; do
+  for w in $THREADS; do
+    r=$("$PY" bench/read_windows.py --tensor-warehouse "${dir[$dtype]}" --batch "$BATCH" --pairs "$PAIRS" --workers "$w" --windows "$WINDOWS")
+    "$PY" -c 'import json, sys; r = json.loads(sys.argv[2]); print(f"{sys.argv[1]:<16} {r[\"plain\"]:>12.0f} {r[\"windows\"]:>14.0f} {r[\"ratio\"]:>21.3f}x")' "torch-w$w-$dtype" "$r"
   done
 done
-
-echo
-echo "$((EPISODES * STEPS)) samples, ${SIZE}x$SIZE, batch $BATCH, $EPOCHS epochs per measurement, windows $WINDOWS, medians of $ROUNDS rounds ($(nproc) CPUs)"
-"$PY" - "$results" <<'PYEOF'
-import collections, statistics, sys
-runs = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    label, samples, secs = line.split()
-    runs[label].append(int(samples) / float(secs))
-med = {k: statistics.median(v) for k, v in runs.items()}
-print(f"{'reader':<26} {'samples/s':>10}")
-for k, v in med.items():
-    print(f"{k:<26} {v:>10.0f}")
-print()
-for k in med:
-    if not k.endswith("-windows") and k + "-windows" in med:
-        print(f"{k}-windows / {k}: {med[k + '-windows'] / med[k]:.3f}x")
-PYEOF

@@ -331,3 +331,82 @@ func windowsRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// TestEpisodeWindowsKDBAndRoverd: the other episode sources' demos get an
+// episode index too, and every window of every extra reads, for each
+// offset, the extras the shards hold for the sample samples.jsonl places
+// at that step of that episode (or the nearest kept one, masked).
+func TestEpisodeWindowsKDBAndRoverd(t *testing.T) {
+	for name, config := range map[string]func(*testing.T) (string, string){"kdb": pinnedKDBConfig, "roverd": roverdConfig} {
+		t.Run(name, func(t *testing.T) {
+			cfgPath, _ := config(t)
+			dir, _ := mustBuild(t, cfgPath, nil)
+			r, err := warehouse.Open(dir, warehouse.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ep, err := r.Episodes(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (source index, frame) -> sample index, from samples.jsonl.
+			type key struct {
+				src  int64
+				step int64
+			}
+			at := map[key]int{}
+			steps := map[int64][]int64{}
+			for _, rec := range readSamples(t, dir) {
+				if rec.Kept {
+					at[key{rec.SourceIndex, int64(rec.Frame)}] = int(rec.Index)
+					steps[rec.SourceIndex] = append(steps[rec.SourceIndex], int64(rec.Frame))
+				}
+			}
+			if len(at) != r.Len() || r.Len() == 0 {
+				t.Fatalf("%d kept lines, %d samples", len(at), r.Len())
+			}
+			masked := 0
+			for ki := range at {
+				i := at[ki]
+				for _, x := range r.Manifest().Extras {
+					dim := 1
+					for _, d := range x.Shape {
+						dim *= d
+					}
+					offsets := []int{-2, -1, 0, 1, 2}
+					dst, valid := make([]float32, len(offsets)*dim), make([]bool, len(offsets))
+					if err := ep.Window(i, x, offsets, dst, valid); err != nil {
+						t.Fatal(err)
+					}
+					for k, d := range offsets {
+						target := ki.step + int64(d)
+						j, ok := at[key{ki.src, target}]
+						if !ok {
+							masked++
+							ss := steps[ki.src]
+							j = -1
+							for _, s := range ss {
+								if d > 0 && s <= target || d < 0 && s >= target && j < 0 {
+									j = at[key{ki.src, s}]
+								}
+							}
+						}
+						s, err := r.Sample(j)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want := s.Extras()[x.Offset : x.Offset+dim]
+						if valid[k] != ok || !slices.Equal(dst[k*dim:(k+1)*dim], want) {
+							t.Fatalf("sample %d (source %d step %d) %s offset %d: %v valid %v, want %v (sample %d) valid %v",
+								i, ki.src, ki.step, x.Name, d, dst[k*dim:(k+1)*dim], valid[k], want, j, ok)
+						}
+					}
+				}
+			}
+			if masked == 0 {
+				t.Fatal("no masked position: episode ends not exercised")
+			}
+		})
+	}
+}
