@@ -52,10 +52,10 @@ done
 
 echo
 echo "$((EPISODES * STEPS)) samples, ${SIZE}x$SIZE, batch $BATCH, windows $WINDOWS, $PAIRS alternating epoch pairs per reader ($(nproc) CPUs)"
-printf '%-16s %12s %14s %22s\n' reader "samples/s" "with windows" "windows/without (med)"
+printf '%-16s %10s %13s %11s %15s %10s\n' reader "samples/s" "with windows" "ratio(med)" "ratio range" "cpu ratio"
 for dtype in u8 f16; do
   for w in $THREADS; do
-    r=$("$PY" bench/read_windows.py --tensor-warehouse "${dir[$dtype]}" --batch "$BATCH" --pairs "$PAIRS" --workers "$w" --windows "$WINDOWS")
-    "$PY" -c 'import json, sys; r = json.loads(sys.argv[2]); print(f"{sys.argv[1]:<16} {r[\"plain\"]:>12.0f} {r[\"windows\"]:>14.0f} {r[\"ratio\"]:>21.3f}x")' "torch-w$w-$dtype" "$r"
+    "$PY" bench/read_windows.py --tensor-warehouse "${dir[$dtype]}" --batch "$BATCH" --pairs "$PAIRS" --workers "$w" \
+      --windows "$WINDOWS" --label "torch-w$w-$dtype"
   done
 done

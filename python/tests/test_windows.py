@@ -57,6 +57,11 @@ class Windows(unittest.TestCase):
         self.assertEqual(values.tobytes(), want.tobytes())
         self.assertEqual(mask.tolist(), np.array(fx["valid"])[idx].tolist())
         self.assertGreater(int((~mask).sum()), 0)
+        # Without the per-sample table (windows over more than 2^24 sample-steps): the same.
+        w._tables = [(name, offs, cols, None) for name, offs, cols, _ in w._table()]
+        values2, mask2 = w.gather(idx)[fx["extra"]]
+        self.assertEqual(values2.tobytes(), want.tobytes())
+        self.assertEqual(mask2.tolist(), mask.tolist())
 
     def test_stats_match_numpy(self):
         """extra_stats against numpy (mean, std, quantiles with numpy's default linear

@@ -169,7 +169,7 @@ class Windows:
                 raise ValueError(f"windows[{name!r}]: {len(offs)} offsets, want at least one, each below 2^31")
             dim = int(np.prod(x["shape"], dtype=np.int64))
             self.specs.append((name, int(x["offset"]), dim, np.array(offs, dtype=np.int64)))
-        self._episodes = None
+        self._episodes = self._tables = None
         if not wh.manifest["files"].get("episodes"):
             Episodes(wh)  # raises the clear error now, not at the first batch
 
@@ -177,7 +177,7 @@ class Windows:
         return {"wh": self.wh, "specs": self.specs}
 
     def __setstate__(self, state):
-        self.wh, self.specs, self._episodes = state["wh"], state["specs"], None
+        self.wh, self.specs, self._episodes, self._tables = state["wh"], state["specs"], None, None
 
     @property
     def episodes(self):
@@ -185,14 +185,34 @@ class Windows:
             self._episodes = Episodes(self.wh)
         return self._episodes
 
+    def _table(self):
+        """Per window: the extra's columns as one contiguous [N, dim] array, and, when the
+        whole table is small (N x W <= 2^24), every sample's neighbours and mask up front
+        (int32, bool [N, W]): a batch is then three takes."""
+        if self._tables is None:
+            ep, n = self.episodes, self.episodes.episode.shape[0]
+            tables = []
+            for name, offset, dim, offs in self.specs:
+                cols = np.ascontiguousarray(ep.extras[:, offset:offset + dim])
+                full = None
+                if n * len(offs) <= 1 << 24:
+                    j, valid = ep.neighbours(np.arange(n), offs)
+                    full = (j.astype(np.int32), valid)
+                tables.append((name, offs, cols, full))
+            self._tables = tables
+        return self._tables
+
     def gather(self, indices):
         """name -> (values float32 [B, W, dim], mask bool [B, W]) for the samples
         ``indices``; dim is prod(shape) of the extra (1 for a scalar)."""
-        ep = self.episodes
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         out = {}
-        for name, offset, dim, offs in self.specs:
-            j, valid = ep.neighbours(indices, offs)
-            out[name] = (ep.extras[j, offset:offset + dim], valid)
+        for name, offs, cols, full in self._table():
+            if full is not None:
+                j, valid = full[0].take(idx, axis=0), full[1].take(idx, axis=0)
+            else:
+                j, valid = self.episodes.neighbours(idx, offs)
+            out[name] = (cols.take(j, axis=0), valid)
         return out
 
     def stats(self, name):
