@@ -40,6 +40,8 @@ var ErrNoEpisodes = errors.New("no episode index (episodes.bin)")
 // Episodes is episodes.bin: for every sample of the version, in sample
 // order, its episode (the record's source_index), its step (the record's
 // frame_id) and a copy of its extra_f32 values, the data a window gathers.
+// One that ParseEpisodes (so Reader.Episodes) returned is safe for
+// concurrent use; memory: 16 + 4 x E bytes per sample.
 type Episodes struct {
 	Episode []uint32
 	Step    []uint64
