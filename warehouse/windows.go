@@ -232,6 +232,27 @@ func (e *Episodes) Window(i int, x Extra, offsets []int, dst []float32, valid []
 	return nil
 }
 
+// WindowBatch is Window for every sample of indices (a Batch's Indices):
+// dst holds len(indices) x len(offsets) x prod(x.Shape) values and valid
+// len(indices) x len(offsets) flags, sample-major, as the Python loader's
+// [B, W, dim] and [B, W].
+func (e *Episodes) WindowBatch(indices []int, x Extra, offsets []int, dst []float32, valid []bool) error {
+	n := 1
+	for _, d := range x.Shape {
+		n *= d
+	}
+	w := len(offsets)
+	if len(dst) != len(indices)*w*n || len(valid) != len(indices)*w {
+		return fmt.Errorf("%w: %d windows of %d steps of %d values into %d values and %d flags", ErrEpisodes, len(indices), w, n, len(dst), len(valid))
+	}
+	for b, i := range indices {
+		if err := e.Window(i, x, offsets, dst[b*w*n:(b+1)*w*n], valid[b*w:(b+1)*w]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Episodes reads and checks the version's episode index: its size and
 // sha256 against files.checksums, then its header against the manifest.
 // A version without one gives an error wrapping ErrNoEpisodes.

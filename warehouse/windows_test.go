@@ -112,6 +112,13 @@ func TestNeighbourPadsAndMasks(t *testing.T) {
 	if !slices.Equal(dst, []float32{300, 302, 302, 305}) || !slices.Equal(valid, []bool{true, true, false, true}) {
 		t.Fatalf("window %v %v", dst, valid)
 	}
+	bdst, bvalid := make([]float32, 2*2), make([]bool, 2*2)
+	if err := ep.WindowBatch([]int{idx(1, 11), idx(3, 0)}, Extra{Name: "x", Shape: []int{}, Offset: 0}, []int{-1, 1}, bdst, bvalid); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(bdst, []float32{110, 111, 300, 301}) || !slices.Equal(bvalid, []bool{true, false, false, true}) {
+		t.Fatalf("batch window %v %v", bdst, bvalid)
+	}
 	if err := ep.Window(0, Extra{Name: "x", Shape: []int{2}, Offset: 1}, []int{0}, make([]float32, 2), make([]bool, 1)); !errors.Is(err, ErrEpisodes) {
 		t.Fatalf("an extra beyond E: %v", err)
 	}
