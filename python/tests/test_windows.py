@@ -6,7 +6,7 @@ test. Run with
 
     go test ./cmd/warehouse-etl -run TestEpisodeWindowsEndToEnd -v
 
-Without WAREHOUSE_ETL_WINDOWS the tests skip.
+Without WAREHOUSE_ETL_WINDOWS the tests that need the warehouse skip.
 """
 import json
 import math
@@ -160,6 +160,37 @@ class Windows(unittest.TestCase):
                     w.gather([0])
             finally:
                 wh.close()
+
+
+class ParseEpisodes(unittest.TestCase):
+    """episodes.bin bytes written here from docs/format/manifest.md's table (no warehouse
+    needed), and the reader's refusals."""
+
+    def layout(self, episode, step, extras):
+        n, e = len(episode), extras.shape[1]
+        head = b"TWEP" + (1).to_bytes(4, "little") + n.to_bytes(8, "little") + e.to_bytes(4, "little") + bytes(4)
+        body = np.asarray(episode, "<u4").tobytes()
+        body += bytes(((24 + 4 * n + 7) & ~7) - 24 - 4 * n)
+        return head + body + np.asarray(step, "<u8").tobytes() + np.asarray(extras, "<f4").tobytes()
+
+    def test_layout_and_refusals(self):
+        from warehouse_etl._windows import parse_episodes
+
+        ex = np.arange(14, dtype=np.float32).reshape(7, 2)
+        raw = self.layout([3, 3, 1, 3, 3, 3, 1], [0, 1, 11, 2, 6, 5, 10], ex)
+        self.assertEqual(len(raw), 168)  # the worked example
+        episode, step, extras = parse_episodes(raw, 7, 2)
+        self.assertEqual(episode.tolist(), [3, 3, 1, 3, 3, 3, 1])
+        self.assertEqual(step.tolist(), [0, 1, 11, 2, 6, 5, 10])
+        self.assertEqual(extras.tobytes(), ex.tobytes())
+        bad = {
+            "shorter than": raw[:20], "want 168": raw[:-4], "magic": b"XXXX" + raw[4:],
+            "manifest says 8 of 2": raw, "padding": raw[:53] + b"\x01" + raw[54:],
+            "reserved": raw[:21] + b"\x01" + raw[22:], "version 2": raw[:4] + b"\x02" + raw[5:],
+        }
+        for what, b in bad.items():
+            with self.assertRaisesRegex(ValueError, what):
+                parse_episodes(b, 8 if what.startswith("manifest") else 7, 2)
 
 
 if __name__ == "__main__":
