@@ -50,7 +50,7 @@ def run_torch(args):
     if args.mix:  # a mixture: --mix PATH=WEIGHT, repeated
         source = [(m.rpartition("=")[0], float(m.rpartition("=")[2])) for m in args.mix]
     loader = make_loader(source, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
-                         remainder="drop", reader_threads=args.workers)
+                         remainder="drop", reader_threads=args.workers, windows=parse_windows(args.windows))
 
     def epoch(e):
         loader.set_epoch(e)
@@ -66,6 +66,18 @@ def run_torch(args):
     return sum(s for s, _ in totals), time.perf_counter() - t0, sum(b for _, b in totals)
 
 
+def parse_windows(spec):
+    """``NAME=A:B,NAME=A:B`` (steps A to B-1 of each extra) as make_loader's windows."""
+    if not spec:
+        return None
+    out = {}
+    for part in spec.split(","):
+        name, _, span = part.rpartition("=")
+        a, _, b = span.partition(":")
+        out[name] = range(int(a), int(b))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=["numpy", "torch"])
@@ -76,6 +88,7 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
                    help="torch: read a mixture of warehouses (make_loader([(path, weight), ...]))")
+    p.add_argument("--windows", default="", help="torch: episode windows, NAME=A:B[,NAME=A:B] (bench/read_windows.sh)")
     args = p.parse_args()
     samples, secs, nbytes = (run_numpy if args.mode == "numpy" else run_torch)(args)
     print(json.dumps({"samples": samples, "seconds": secs, "bytes": nbytes}))

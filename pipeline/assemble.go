@@ -42,7 +42,11 @@ func (b *builder) assemble(ctx context.Context, tmp string, st *staging, scan *s
 	if err := b.checkSourcesUnchanged(ctx, scan.fingerprint); err != nil {
 		return nil, nil, err
 	}
-	return b.manifest(scan, out, summary), out, nil
+	m := b.manifest(scan, out, summary)
+	if err := writeEpisodes(ctx, tmp, m, b.extraF32); err != nil { // extras_stats.go
+		return nil, nil, err
+	}
+	return m, out, nil
 }
 
 // linkShards links every shard of sp with samples into tmp and adds up

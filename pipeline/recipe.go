@@ -94,6 +94,12 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 		specs[i] = fmt.Sprintf("%s:%v:%s", e.Name, e.Shape, e.SourceDType)
 	}
 	r.Set("extras", strings.Join(specs, ","))
+	// Builds with extras also write episodes.bin and extra_stats
+	// (extras_stats.go); the key is absent without extras, so image-only
+	// versions keep their ids.
+	if len(extras) > 0 {
+		r.Set("episodes", episodesRecipe)
+	}
 	r.Set("target_size", fmt.Sprintf("%dx%d", c.TargetSize[0], c.TargetSize[1]))
 	r.Set("resize_mode", c.ResizeMode)
 	r.Set("pad_value", c.PadValue)

@@ -52,6 +52,7 @@ type Manifest struct {
 	Sources             []SourceEntry       `json:"sources"`
 	Extras              []Extra             `json:"extras"`
 	ImageStats          ImageStats          `json:"image_stats"`
+	ExtraStats          []ExtraStats        `json:"extra_stats,omitempty"` // windows.go; absent without extras and in versions built before windows
 	SourceFingerprint   Fingerprint         `json:"source_fingerprint"`
 	InputSamples        int64               `json:"input_samples"`
 	Samples             int64               `json:"samples"`
@@ -162,6 +163,10 @@ type Files struct {
 	// store when the build wrote one. Absent in manifests written before
 	// builds recorded them (such a version's other files are not covered).
 	Checksums map[string]FileChecksum `json:"checksums,omitempty"`
+	// Episodes names the episode index (EpisodesName, windows.go) of a
+	// build with extras; absent without extras and in versions built
+	// before windows (their recipes have no "episodes" key).
+	Episodes string `json:"episodes,omitempty"`
 }
 
 // FileChecksum is one Files.Checksums entry.
@@ -441,6 +446,12 @@ func (m *Manifest) check() error {
 	names := []string{m.Files.Samples, m.Files.Fingerprint, m.Files.BuildReport}
 	if pq := m.Files.Parquet; pq != nil {
 		names = append(names, pq.Samples, pq.Runs, pq.Build)
+	}
+	if m.Files.Episodes != "" {
+		names = append(names, m.Files.Episodes)
+	}
+	if err := m.checkExtraStats(); err != nil {
+		return err
 	}
 	for _, p := range names {
 		if err := checkRelative(p); err != nil {

@@ -225,6 +225,10 @@ func printInspect(w io.Writer, r *inspectReport) {
 	if st := m.ImageStats; st.Values > 0 {
 		fmt.Fprintf(w, "image stats mean %.4f std %.4f over %d values per channel\n", st.Mean, st.Std, st.Values)
 	}
+	for _, st := range m.ExtraStats { // episode windows (windows.go); episodes.bin beside them
+		fmt.Fprintf(w, "extra stats %s over %d samples: mean %.4g std %.4g min %.4g max %.4g q01 %.4g q99 %.4g\n",
+			st.Name, st.Count, st.Mean, st.Std, st.Min, st.Max, st.Q01, st.Q99)
+	}
 
 	tot := m.Summary.Total
 	fmt.Fprintf(w, "\nvalidation  %d input: kept %d, skipped %d; empty %d, invalid %d, missing %d\n",

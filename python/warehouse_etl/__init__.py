@@ -20,12 +20,13 @@ process (``verify_samples``; shard.md, "Checksum section").
 PyTorch: ``warehouse_etl.torch`` (imported separately; torch is optional). The API is
 in python/README.md. The modules, by job: ``warehouse`` (open, Warehouse), ``errors``,
 ``_manifest`` (manifest.json), ``_thresholds``, ``_shard`` (a shard's header and
-sections), ``_layout`` (section sizes), ``_order`` (batch order), ``_crc32c``.
+sections), ``_layout`` (section sizes), ``_order`` (batch order), ``_crc32c``, ``_windows`` (episode windows, extra_stats).
 """
 from ._argparse import BUILD_COMMAND, add_argument
 from ._order import epoch_order, plan_batches
 from .errors import ThresholdError, WarehouseError
 from .warehouse import Warehouse, open  # noqa: A004 (the API name)
+from ._windows import Episodes, Windows, extra_stats
 
 # Importable from here since the reader was one module; the API is __all__.
 from ._gofmt import go_join  # noqa: E402,F401
@@ -36,4 +37,4 @@ from ._thresholds import evaluate_thresholds, finding_text  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __all__ = ["open", "Warehouse", "WarehouseError", "ThresholdError", "add_argument", "epoch_order",
-           "plan_batches", "BUILD_COMMAND", "__version__"]
+           "plan_batches", "BUILD_COMMAND", "Windows", "Episodes", "extra_stats", "__version__"]

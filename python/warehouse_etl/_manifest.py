@@ -89,6 +89,8 @@ _SCHEMA = {
     "sources": [{"index": int, "name": str, "attributes": dict}],
     "extras": [{"name": str, "shape": [int], "source_dtype": str, "offset": int}],
     "image_stats": {"values": int, "mean": [float], "std": [float]},
+    "extra_stats": [{"name": str, "count": int, "mean": [float], "std": [float], "min": [float], "max": [float],
+                     "q01": [float], "q99": [float]}],
     "source_fingerprint": {"files": int, "bytes": int, "sha256": str},
     "input_samples": int, "samples": int, "samples_per_shard": int,
     "shards": [{"id": str, "relative_path": str, "shard_version": int, "first_sample": int, "samples": int,
@@ -96,7 +98,7 @@ _SCHEMA = {
                 "endianness": str, "bytes": int, "checksum_sha256": str}],
     "files": {"samples": str, "fingerprint": str, "build_report": str,
               "parquet": {"samples": str, "runs": str, "build": str},
-              "checksums": dict},
+              "checksums": dict, "episodes": str},
 }
 
 
@@ -221,6 +223,10 @@ def parse_manifest(raw):
     if files.get("parquet") is not None:
         pq = files["parquet"]
         names += [pq.get("samples", ""), pq.get("runs", ""), pq.get("build", "")]
+    if files.get("episodes"):
+        names.append(files["episodes"])
+        if files.get("checksums") is None:
+            raise ValueError(f"files.episodes {quote(files['episodes'])} without files.checksums")
     for p in names:
         problem = _relative_problem(p)
         if problem:

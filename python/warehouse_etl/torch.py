@@ -328,7 +328,7 @@ class WarehouseDataset(Dataset):
     ``False`` never."""
 
     def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True,
-                 reader_threads=0, prefetch_factor=2):
+                 reader_threads=0, prefetch_factor=2, windows=None):
         # Checked before anything is opened: a refused dataset holds nothing.
         if reader_threads < 0 or prefetch_factor < 1:
             raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}: "
@@ -337,6 +337,14 @@ class WarehouseDataset(Dataset):
         self.wh = _open(warehouse, ignore_thresholds, verify_samples)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
+        try:  # episode windows (_windows.py): a bad request or a version without them refuses here
+            if windows and isinstance(self.wh, Mixture):
+                raise ValueError("windows= on a mixture: episode windows are read from one warehouse's "
+                                 "episodes.bin; a mixture's indices are not yet mapped to its warehouses")
+            self.windows = warehouse_etl.Windows(self.wh, windows) if windows else None
+        except BaseException:
+            self.close()
+            raise
         self._init_local()
 
     def _init_local(self):
@@ -348,12 +356,13 @@ class WarehouseDataset(Dataset):
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,
-                "prefetch_factor": self.prefetch_factor}
+                "prefetch_factor": self.prefetch_factor, "windows": self.windows}
 
     def __setstate__(self, state):
         self.wh, self.normalize = state["wh"], state["normalize"]
         self.reader_threads = state.get("reader_threads", 0)
         self.prefetch_factor = state.get("prefetch_factor", 2)
+        self.windows = state.get("windows")
         self._init_local()
 
     def __del__(self):
@@ -385,7 +394,8 @@ class WarehouseDataset(Dataset):
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)):
             batch = self._read(np.array([int(key) % len(self.wh) if key < 0 else int(key)]), 0, shared=False)
-            out = {k: v[0] for k, v in batch.items() if k != "repeats"}
+            out = {k: {n: x[0] for n, x in v.items()} if isinstance(v, dict) else v[0]
+                   for k, v in batch.items() if k != "repeats"}
             out["image"] = out.pop("images")
             return out
         idx, repeats = _batch_key(key)
@@ -433,6 +443,10 @@ class WarehouseDataset(Dataset):
         wh.read_batch(idx, out=out)
         if self.normalize:
             wh.normalize_images(out["images"], out=t["images"].numpy())
+        if self.windows is not None:
+            w = self.windows.gather(idx)
+            t["windows"] = {n: torch.from_numpy(v) for n, (v, _) in w.items()}
+            t["window_mask"] = {n: torch.from_numpy(m) for n, (_, m) in w.items()}
         t["repeats"] = int(repeats)
         return t
 
@@ -489,7 +503,7 @@ class WarehouseLoader(StatefulLoader, DataLoader):
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
                 reader_threads=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
-                verify_samples=True, num_workers=None, epoch_samples=None, **dataloader_kwargs):
+                verify_samples=True, num_workers=None, epoch_samples=None, windows=None, **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
     ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
     dicts (module docstring), each read in one pass. ``rank``/``world`` default to
@@ -512,7 +526,15 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     Every sample is checked against its shard's CRC-32C on its first read in this
     process (``verify_samples``, as :func:`warehouse_etl.open`; reader threads share
     the record, so later epochs read at unchecked speed); a damaged sample raises
-    ``warehouse_etl.WarehouseError`` from the loop, naming the shard file and sample."""
+    ``warehouse_etl.WarehouseError`` from the loop, naming the shard file and sample.
+
+    ``windows`` (extra name -> step offsets, e.g. ``{"action/ctrl": range(0, 50)}``)
+    adds ``batch["windows"][name]`` (float32 ``[B, len(offsets), dim]``, dim = prod of the
+    extra's shape) and ``batch["window_mask"][name]`` (bool ``[B, len(offsets)]``): each
+    sample's extra at those steps of its episode, gathered by (episode, step) from the
+    version's ``episodes.bin`` whatever the shuffle; a step outside the episode or skipped
+    by the build is False and padded with the nearest kept frame (python/README.md,
+    "Episode windows"). A version without ``episodes.bin`` refuses here."""
     if num_workers is not None:
         warnings.warn("make_loader(num_workers=N) is deprecated: it means N reader threads in this process "
                       "(the DataLoader runs no worker processes); use make_loader(reader_threads=N)",
@@ -529,7 +551,7 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     try:
         ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                               verify_samples=verify_samples, reader_threads=reader_threads,
-                              prefetch_factor=prefetch_factor)
+                              prefetch_factor=prefetch_factor, windows=windows)
     except BaseException:
         if mixture is not None:
             mixture.close()
