@@ -43,6 +43,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 import warehouse_etl
 from warehouse_etl._order import plan_batches
+from warehouse_etl._s3reader import S3_OPTIONS
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
            "Normalize", "normalize", "distributed_rank_world"]
@@ -453,7 +454,8 @@ class WarehouseLoader(DataLoader):
         prefetch = getattr(self.dataset, "prefetch", None)
         if self.num_workers == 0 and prefetch is not None:
             prefetch(self.sampler)
-        return super().__iter__()
+        fetch = getattr(getattr(self.dataset, "wh", None), "fetch_ahead", None)  # s3://: fetch what comes next
+        return super().__iter__() if fetch is None else fetch(self.sampler, super().__iter__())
 
     def set_epoch(self, epoch):
         """Use the order of ``epoch`` from the next ``iter(loader)`` on."""
@@ -498,9 +500,14 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
             raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
                             f"num_workers is the deprecated name of reader_threads; give reader_threads only")
         reader_threads = num_workers
+    s3 = isinstance(path, str) and path.startswith("s3://")  # cache_dir=, cache_limit=, mode=...: open()'s
+    if s3:
+        path = warehouse_etl.open(path, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples,
+                                  **{k: dataloader_kwargs.pop(k) for k in S3_OPTIONS if k in dataloader_kwargs})
     ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                           verify_samples=verify_samples, reader_threads=reader_threads,
                           prefetch_factor=prefetch_factor)
+    ds._owns_wh = ds._owns_wh or s3
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)
