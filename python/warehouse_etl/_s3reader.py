@@ -63,6 +63,7 @@ class _Proc:
         self.tick = 0
         self.client = None
         self.pool = None
+        self.closed = False
 
 
 class S3Warehouse(Warehouse):
@@ -218,9 +219,10 @@ class S3Warehouse(Warehouse):
             if not lk.acquire(blocking=False):
                 continue
             try:
-                if p.users[k] == 0 and self._shards[k].fd is not None:
-                    self._drop(k, close_now=True)
-                    return True
+                with p.lock:  # against _use: a shard nobody reads now stays unread until dropped
+                    if p.users[k] == 0 and self._shards[k].fd is not None:
+                        self._drop(k, close_now=True)
+                        return True
             finally:
                 lk.release()
         return False
@@ -280,29 +282,60 @@ class S3Warehouse(Warehouse):
                 return sh
             if sh.error is not None:
                 raise sh.error
+            if p.closed:
+                raise WarehouseError(f"{self.dir}: closed")
             if sh.pid != pid:  # inherited from the parent: not ours to close
                 sh.fd = sh.mmap = None
                 sh.verified = None
-            for attempt in range(2):
-                fd, fresh = self._open_cached(k)
-                try:
-                    sections = parse_shard(fd, sh.path, sh.entry, self.layout)
-                    break
-                except WarehouseError as e:
-                    if not (fresh or attempt):
-                        log.warning("cache: %s: %s: fetching it again", self._cache_path(k), e)
-                        self._cache.invalidate(self._cache_path(k), fd)
-                    p.rw[k] = p.present[k] = None
-                    os.close(fd)
-                    if fresh or attempt:
-                        sh.error = e  # the object itself is damaged: refused for good
-                        raise
-            sh.sections = sections
-            sh.crcs = sections["crc_table"]
-            if sh.verified is None or sh.crcs is None or sh.verified.shape[0] != sh.crcs.shape[0]:
-                sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
-            sh.fd, sh.pid = fd, pid
+            self._install(k, *self._open_checked(k))
             return sh
+
+    def _install(self, k, fd, sections):
+        sh = self._shards[k]
+        sh.sections = sections
+        sh.crcs = sections["crc_table"]
+        if sh.verified is None or sh.crcs is None or sh.verified.shape[0] != sh.crcs.shape[0]:
+            sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
+        sh.fd, sh.pid = fd, os.getpid()
+
+    def _open_checked(self, k):
+        """``(fd, sections)``: shard k's cache file, fetched if need be, parsed and checked
+        (shard.md's Validation and the manifest entry). A cached file that fails is
+        fetched again, once; a freshly fetched one that fails is refused for good."""
+        p, sh = self._proc(), self._shards[k]
+        for attempt in range(2):
+            fd, fresh = self._open_cached(k)
+            try:
+                return fd, parse_shard(fd, sh.path, sh.entry, self.layout)
+            except WarehouseError as e:
+                if not (fresh or attempt):
+                    log.warning("cache: %s: %s: fetching it again", self._cache_path(k), e)
+                    self._cache.invalidate(self._cache_path(k), fd)
+                p.rw[k] = p.present[k] = None
+                os.close(fd)
+                if fresh or attempt:
+                    sh.error = e  # the object itself is damaged: refused for good
+                    raise
+
+    def _replace(self, k, seen):
+        """A read found shard k's cache file (open as fd ``seen``) damaged: remove it, fetch
+        it again and swap the new file in. The old fd stays open (retired) until no
+        thread reads shard k: a reader in flight gets the damaged bytes, fails its own
+        check and reads again from the new file. Nothing when another thread swapped
+        it already."""
+        p, sh = self._proc(), self._shards[k]
+        with p.shard_locks[k]:
+            if sh.fd != seen or sh.pid != p.pid or seen is None:
+                return
+            self._cache.invalidate(self._cache_path(k), seen)
+            with p.lock:
+                p.retired[k].append(seen)  # range mode: p.rw[k] is this fd
+            p.rw[k] = p.present[k] = None
+            try:
+                self._install(k, *self._open_checked(k))
+            except BaseException:
+                sh.fd = None  # retired above
+                raise
 
     def _fill(self, k, local):
         """Range mode: fetch the images of shard k's samples ``local`` that the cache file
@@ -394,19 +427,17 @@ class S3Warehouse(Warehouse):
         self._use(ks)
         try:
             for attempt in range(2):
+                seen = {}
                 try:
                     self._ensure(shard_of, local, ks)
+                    seen = {k: self._shards[k].fd for k in ks}
                     return super().read_batch(idx, out)
                 except WarehouseError as e:
                     k = self._damaged(e, ks)
                     if k is None or attempt:
                         raise
                     log.warning("cache: %s: %s: fetching it again", self._cache_path(k), e)
-                    with p.shard_locks[k]:
-                        sh = self._shards[k]
-                        if sh.fd is not None and sh.pid == p.pid:
-                            self._cache.invalidate(self._cache_path(k), sh.fd)
-                            self._drop(k)
+                    self._replace(k, seen.get(k, self._shards[k].fd))
         finally:
             self._unuse(ks)
 
@@ -427,7 +458,8 @@ class S3Warehouse(Warehouse):
                 p.users[k] -= 1
                 if p.users[k] == 0 and p.retired[k]:
                     for fd in p.retired.pop(k):
-                        os.close(fd)
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
 
     def __getitem__(self, i):
         i = int(i)
@@ -519,13 +551,14 @@ class S3Warehouse(Warehouse):
             if p.pool is not None:
                 p.pool.shutdown(wait=True, cancel_futures=True)
                 p.pool = None
-            for k in range(len(self._shards)):
-                if p.rw[k] is not None and p.rw[k] != self._shards[k].fd:
-                    os.close(p.rw[k])
-                p.rw[k] = None
-                p.present[k] = None
-                for fd in p.retired.pop(k, []):
-                    os.close(fd)
+            p.closed = True  # a read still in flight in a reader thread fails instead of reopening
+            for k, sh in enumerate(self._shards):
+                with p.shard_locks[k], p.lock:
+                    fds = {p.rw[k], sh.fd if sh.pid == p.pid else None, *p.retired.pop(k, [])} - {None}
+                    sh.fd = sh.mmap = p.rw[k] = p.present[k] = None
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         super().close()
 
 
