@@ -432,34 +432,60 @@ class S3Test(unittest.TestCase):
         with self.assertRaisesRegex(self.we.WarehouseError, "do not fit in cache_limit"):
             self.open(cache_limit=min(sizes) - 1, cache_dir=os.path.join(self.cache, "tiny")).read_batch([0])
 
-    def test_processes_share_the_cache(self):
-        """Four processes (ranks of one node) reading every shard with one cache
-        directory: each shard object is fetched whole exactly once between them."""
+    def ranks(self, mode, n=4):
+        """``n`` processes (the ranks of one node) reading the same batches with one cache
+        directory, started together: their GET counts and fetches."""
         outs, procs = [], []
         pkg = os.path.abspath(os.path.join(os.path.dirname(self.we.__file__), ".."))
-        for r in range(4):
-            out = os.path.join(self.cache, f"rank{r}.json")
+        for r in range(n):
+            out = os.path.join(self.cache, f"{mode}-rank{r}.json")
             outs.append(out)
-            procs.append(subprocess.Popen([PY, "-c", _CHILD, pkg, self.url, os.path.join(self.cache, "shared"), out,
-                                           "whole", self.server.endpoint], stdin=subprocess.PIPE))
+            procs.append(subprocess.Popen([PY, "-c", _CHILD, pkg, self.url, os.path.join(self.cache, "shared-" + mode),
+                                           out, mode, self.server.endpoint], stdin=subprocess.PIPE))
         time.sleep(1.0)
         for p in procs:
             p.stdin.write(b"go\n")
             p.stdin.close()
         for p in procs:
             self.assertEqual(p.wait(120), 0)
-        total = {}
-        fetches = 0
+        res = []
         for out in outs:
             with open(out) as f:
-                res = json.load(f)
-            fetches += res["fetches"]
-            for k, v in res["counts"].items():
+                res.append(json.load(f))
+        return res
+
+    def test_processes_share_the_cache(self):
+        """Four ranks of one node, whole mode: each shard object is fetched exactly once
+        between them."""
+        res = self.ranks("whole")
+        total = {}
+        for r in res:
+            for k, v in r["counts"].items():
                 total[k] = total.get(k, 0) + v[0]
         keys = self.shard_keys(self.lwh)
         self.assertEqual({k: total.get(k, 0) for k in keys}, {k: 1 for k in keys})
-        self.assertEqual(fetches, len(keys))
+        self.assertEqual(sum(r["fetches"] for r in res), len(keys))
 
+    def test_processes_share_the_range_cache(self):
+        """Four ranks of one node, range mode: between them they fetch each shard's header
+        and metadata once and each read sample's image once: the bytes a single reader
+        needs, from the manifest's sizes."""
+        res = self.ranks("range")
+        l = self.lwh.layout
+        read = np.unique(np.concatenate(list(self.lwh.batches(4, shuffle="none"))))
+        shard_of = np.searchsorted(self.lwh.shard_starts, read, side="right") - 1
+        want = {}
+        for key, sh, k in zip(self.shard_keys(self.lwh), self.lwh._shards, range(len(self.lwh._shards))):
+            n = int(np.count_nonzero(shard_of == k))
+            if n:
+                want[key] = sh.entry["bytes"] - sh.entry["samples"] * l.image_bytes + n * l.image_bytes
+        got = {}
+        for r in res:
+            for k, v in r["counts"].items():
+                if k in want:
+                    self.assertEqual(v[0], 0, k)  # no whole GETs
+                    got[k] = got.get(k, 0) + v[2]
+        self.assertEqual(got, want)
 
 if __name__ == "__main__":
     unittest.main()

@@ -154,10 +154,12 @@ class Cache:
                     return fd, True
         raise WarehouseError(f"{path}: removed 5 times while being opened")
 
-    def open_range(self, path, size, slots, make_room=None):
-        """``(fd, pfd)``: the sparse file of ``size`` bytes cached at ``path`` (read-write,
-        share-locked; created empty when missing or of another size) and its presence
-        file of ``slots`` bytes (zeroed whenever the data file is new)."""
+    def open_range(self, path, size, slots, make_room=None, init=None):
+        """``(fd, pfd, fresh)``: the sparse file of ``size`` bytes cached at ``path``
+        (read-write, share-locked; created empty when missing or of another size) and its
+        presence file of ``slots`` bytes (zeroed whenever the data file is new). While
+        the entry is locked, ``init(fd)`` fills what the last presence byte stands for
+        unless it is set (``fresh``: it ran)."""
         for _ in range(5):
             with self.lock(path):
                 fd = self._open_shared(path, os.O_RDWR)
@@ -179,8 +181,18 @@ class Cache:
                 if os.fstat(pfd).st_size != slots:
                     os.ftruncate(pfd, 0)
                     os.ftruncate(pfd, slots)
+                ran = False
+                if init is not None and os.pread(pfd, 1, slots - 1) != b"\x01":
+                    try:
+                        init(fd)
+                    except BaseException:
+                        os.close(fd)
+                        os.close(pfd)
+                        raise
+                    os.pwrite(pfd, b"\x01", slots - 1)
+                    ran = True
                 _touch(fd)
-                return fd, pfd
+                return fd, pfd, ran
         raise WarehouseError(f"{path}: removed 5 times while being opened")
 
     def invalidate(self, path, fd):

@@ -20,6 +20,7 @@ made of unchecked bytes.
 """
 import collections
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -230,11 +231,10 @@ class S3Warehouse(Warehouse):
     def _drop(self, k, close_now=False):
         """Forget shard k's open file in this process (closed now, or once no read uses it)."""
         p, sh = self._proc(), self._shards[k]
-        fds = list({fd for fd in (sh.fd if sh.pid == p.pid else None, p.rw[k]) if fd is not None})
+        fds = {sh.fd if sh.pid == p.pid else None, p.rw[k], p.present[k][2] if p.present[k] else None} - {None}
         sh.fd = sh.mmap = None
         p.rw[k] = None
-        if p.present[k] is not None:
-            p.present[k] = None  # the mapping closes when its views are gone
+        p.present[k] = None  # the mapping closes when its views are gone
         if close_now:
             for fd in fds:
                 os.close(fd)
@@ -250,24 +250,24 @@ class S3Warehouse(Warehouse):
         if self._modes[k] == "whole":
             return self._cache.open_whole(path, sh.entry["bytes"], self._download(k), self._sha_check(k), release)
         n = sh.entry["samples"]
-        fd, pfd = self._cache.open_range(path, sh.entry["bytes"], n + 1, release)
-        import mmap
-        try:
-            mm = mmap.mmap(pfd, n + 1)
-        finally:
-            os.close(pfd)
-        present = np.frombuffer(mm, dtype=np.uint8)
-        fresh = False
-        if not present[n]:
+
+        def init(fd):
             # The header and metadata sections: everything but the images.
             s = self.layout.sections(n, meta=True, checksums=True)
             img_end = s["image"] + n * self.layout.image_bytes
             for a, b in ((0, s["image"]), (img_end, sh.entry["bytes"])):
                 data = _s3.get(self._client(), self._cfg["bucket"], self._key(k), a, b)
                 os.pwrite(fd, data, a)
-            present[n] = 1
-            fresh = True
-        p.present[k] = (mm, present)
+
+        fd, pfd, fresh = self._cache.open_range(path, sh.entry["bytes"], n + 1, release, init)
+        import mmap
+        try:
+            mm = mmap.mmap(pfd, n + 1)
+        except BaseException:
+            os.close(pfd)
+            os.close(fd)
+            raise
+        p.present[k] = (mm, np.frombuffer(mm, dtype=np.uint8), pfd)
         p.rw[k] = fd
         return fd, fresh
 
@@ -311,6 +311,8 @@ class S3Warehouse(Warehouse):
                 if not (fresh or attempt):
                     log.warning("cache: %s: %s: fetching it again", self._cache_path(k), e)
                     self._cache.invalidate(self._cache_path(k), fd)
+                if p.present[k] is not None:
+                    os.close(p.present[k][2])
                 p.rw[k] = p.present[k] = None
                 os.close(fd)
                 if fresh or attempt:
@@ -330,6 +332,8 @@ class S3Warehouse(Warehouse):
             self._cache.invalidate(self._cache_path(k), seen)
             with p.lock:
                 p.retired[k].append(seen)  # range mode: p.rw[k] is this fd
+                if p.present[k] is not None:
+                    p.retired[k].append(p.present[k][2])
             p.rw[k] = p.present[k] = None
             try:
                 self._install(k, *self._open_checked(k))
@@ -360,31 +364,44 @@ class S3Warehouse(Warehouse):
             if not need.size:
                 return
             cuts = np.flatnonzero(np.diff(need) != 1) + 1
-            self._cache.make_room(int(need.size) * l.image_bytes, lambda: self._release_one(exclude=(k,)))
+            self._cache.make_room(int(need.size) * self.layout.image_bytes, lambda: self._release_one(exclude=(k,)))
             for run in np.split(need, cuts):
                 j0, j1 = int(run[0]), int(run[-1]) + 1
-                cnt = j1 - j0
-                data = _s3.get(self._client(), self._cfg["bucket"], self._key(k), s["image"] + j0 * l.image_bytes,
-                               s["image"] + j1 * l.image_bytes)
-                parts = [np.frombuffer(data, dtype=np.uint8).reshape(cnt, l.image_bytes)]
-                for sec, size in (("boxes", l.box_bytes), ("mask", l.mask_bytes), ("records", l.record_size),
-                                  ("extras", l.extra_bytes)):
-                    b = os.pread(fd, cnt * size, s[sec] + j0 * size)
-                    if len(b) != cnt * size:
-                        raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: short read: {len(b)} of "
-                                             f"{cnt * size} bytes at offset {s[sec] + j0 * size}")
-                    parts.append(np.frombuffer(b, dtype=np.uint8).reshape(cnt, size))
-                got = _crc32c.crc32c_rows(parts, range(cnt))
-                want = sh.crcs[j0:j1]
-                bad = np.flatnonzero(got != want)
-                if bad.size:
-                    j = j0 + int(bad[0])
-                    raise WarehouseError(f"{sh.path}: warehouse sample {int(self.shard_starts[k]) + j}: shard: corrupt: "
-                                         f"sample {j}: crc32c 0x{int(got[bad[0]]):08x}, the checksum table says "
-                                         f"0x{int(want[bad[0]]):08x} (fetched by range)")
-                if os.pwrite(fd, data, s["image"] + j0 * l.image_bytes) != len(data):
-                    raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: short write")
-                present[j0:j1] = 1
+                # The run's presence bytes, locked against the node's other processes
+                # (POSIX record locks; this process's threads are serialised above): one
+                # of them fetches the run, the others then find it present.
+                fcntl.lockf(pres[2], fcntl.LOCK_EX, j1 - j0, j0)
+                try:
+                    if not present[j0:j1].all():
+                        self._fill_run(k, fd, s, j0, j1)
+                        present[j0:j1] = 1
+                finally:
+                    fcntl.lockf(pres[2], fcntl.LOCK_UN, j1 - j0, j0)
+
+    def _fill_run(self, k, fd, s, j0, j1):
+        """Fetch the images of samples [j0, j1) of shard k, check each sample's CRC-32C,
+        write them into the cache file ``fd`` (sections ``s``)."""
+        sh, l, cnt = self._shards[k], self.layout, j1 - j0
+        data = _s3.get(self._client(), self._cfg["bucket"], self._key(k), s["image"] + j0 * l.image_bytes,
+                       s["image"] + j1 * l.image_bytes)
+        parts = [np.frombuffer(data, dtype=np.uint8).reshape(cnt, l.image_bytes)]
+        for sec, size in (("boxes", l.box_bytes), ("mask", l.mask_bytes), ("records", l.record_size),
+                          ("extras", l.extra_bytes)):
+            b = os.pread(fd, cnt * size, s[sec] + j0 * size)
+            if len(b) != cnt * size:
+                raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: short read: {len(b)} of "
+                                     f"{cnt * size} bytes at offset {s[sec] + j0 * size}")
+            parts.append(np.frombuffer(b, dtype=np.uint8).reshape(cnt, size))
+        got = _crc32c.crc32c_rows(parts, range(cnt))
+        want = sh.crcs[j0:j1]
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            j = j0 + int(bad[0])
+            raise WarehouseError(f"{sh.path}: warehouse sample {int(self.shard_starts[k]) + j}: shard: corrupt: "
+                                 f"sample {j}: crc32c 0x{int(got[bad[0]]):08x}, the checksum table says "
+                                 f"0x{int(want[bad[0]]):08x} (fetched by range)")
+        if os.pwrite(fd, data, s["image"] + j0 * l.image_bytes) != len(data):
+            raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: short write")
 
     def _ensure(self, shard_of, local, ks):
         """Shards ``ks`` open (fetched in parallel where several are missing) and, in
@@ -554,7 +571,8 @@ class S3Warehouse(Warehouse):
             p.closed = True  # a read still in flight in a reader thread fails instead of reopening
             for k, sh in enumerate(self._shards):
                 with p.shard_locks[k], p.lock:
-                    fds = {p.rw[k], sh.fd if sh.pid == p.pid else None, *p.retired.pop(k, [])} - {None}
+                    fds = {p.rw[k], sh.fd if sh.pid == p.pid else None, p.present[k][2] if p.present[k] else None,
+                           *p.retired.pop(k, [])} - {None}
                     sh.fd = sh.mmap = p.rw[k] = p.present[k] = None
                 for fd in fds:
                     with contextlib.suppress(OSError):
