@@ -277,6 +277,19 @@ class S3Test(unittest.TestCase):
         wh.close()
         self.assertEqual(listed(), before)
 
+    def test_lease_renewed(self):
+        c = self.server.client
+        wh = self.open(lease_ttl_s=0.9)  # renewed every 0.3 s
+        key = wh._lease.key
+        first = json.loads(c.get_object(Bucket=BUCKET, Key=key)["Body"].read())["expires_unix_ms"]
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            time.sleep(0.1)
+            later = json.loads(c.get_object(Bucket=BUCKET, Key=key)["Body"].read())["expires_unix_ms"]
+            if later > first:
+                break
+        self.assertGreater(later, first)
+
     def test_damaged_manifest_refused(self):
         restore = self.flip_object("manifest.json", 10)
         try:
@@ -330,12 +343,14 @@ class S3Test(unittest.TestCase):
 
     def test_dataloader_workers(self):
         from torch.utils.data import DataLoader
-        from warehouse_etl.torch import WarehouseBatchSampler, WarehouseDataset
+        from warehouse_etl.torch import WarehouseBatchSampler, WarehouseDataset, WarehouseLoader
         want = {int(b[0]): self.lwh.read_batch(b) for b in self.lwh.batches(3, seed=5)}
-        for mode in ("whole", "range"):
-            wh = self.open(mode=mode, cache_dir=os.path.join(self.cache, mode))
+        for mode, cls in (("whole", DataLoader), ("range", DataLoader), ("whole", WarehouseLoader),
+                          ("range", WarehouseLoader)):
+            # WarehouseLoader: the main process fetches ahead into the cache the workers read.
+            wh = self.open(mode=mode, cache_dir=os.path.join(self.cache, mode + cls.__name__))
             ds = WarehouseDataset(wh)
-            loader = DataLoader(ds, batch_size=None, sampler=WarehouseBatchSampler(wh, 3, seed=5), num_workers=2)
+            loader = cls(ds, batch_size=None, sampler=WarehouseBatchSampler(wh, 3, seed=5), num_workers=2)
             n = 0
             for b in loader:
                 self.assertBatchEqual({k: v.numpy() for k, v in b.items() if k != "repeats"},

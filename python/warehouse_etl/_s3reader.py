@@ -20,6 +20,7 @@ made of unchecked bytes.
 """
 import collections
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -27,6 +28,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -370,7 +372,7 @@ class S3Warehouse(Warehouse):
                 # The run's presence bytes, locked against the node's other processes
                 # (POSIX record locks; this process's threads are serialised above): one
                 # of them fetches the run, the others then find it present.
-                fcntl.lockf(pres[2], fcntl.LOCK_EX, j1 - j0, j0)
+                _lock_run(pres[2], j0, j1 - j0)
                 try:
                     if not present[j0:j1].all():
                         self._fill_run(k, fd, s, j0, j1)
@@ -540,9 +542,12 @@ class S3Warehouse(Warehouse):
                     finally:
                         self._unuse(ks)
                 else:
-                    # Into the cache only: the read opens it (this thread holds nothing).
-                    todo = [k for k in ks if self._shards[k].fd is None or self._shards[k].pid != os.getpid()]
-                    list(self._pool().map(self._prefetch_whole, todo))
+                    # Into the cache only: the read opens (and checks) it; this thread holds
+                    # nothing, and leaves alone what is open here or in the cache already.
+                    todo = [k for k in ks if (self._shards[k].fd is None or self._shards[k].pid != os.getpid())
+                            and not os.path.exists(self._cache_path(k))]
+                    if todo:
+                        list(self._pool().map(self._prefetch_whole, todo))
             except Exception as e:  # the read of that batch fetches again and raises
                 log.info("fetch ahead: %s", e)
 
@@ -578,6 +583,21 @@ class S3Warehouse(Warehouse):
                     with contextlib.suppress(OSError):
                         os.close(fd)
         super().close()
+
+
+def _lock_run(fd, start, n):
+    """POSIX record lock on bytes [start, start+n) of ``fd``, waiting. The kernel's
+    deadlock check sees processes, not threads: two processes whose threads wait on runs
+    of different shards look like a cycle (EDEADLK) when none is (a holder waits on
+    nothing while it holds a run), so that answer is tried again."""
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX, n, start)
+            return
+        except OSError as e:
+            if e.errno != errno.EDEADLK:
+                raise
+            time.sleep(0.002)
 
 
 class _Counting:
