@@ -86,18 +86,35 @@ class Location:
         return f"{SCHEME}{self.bucket}/{self.key(*names)}"
 
 
+_clients = {}
+
+
 def client(endpoint_url=None, region=None, max_pool=32):
     """A boto3 S3 client: the AWS environment and files for credentials and region, the
     endpoint from ``endpoint_url`` or ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
-    path-style addressing when an endpoint is set."""
+    path-style addressing when an endpoint is set. One per process and settings (making
+    one takes a few hundred ms; clients are thread-safe; a forked process makes its own)."""
+    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    creds = tuple(os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                                              "AWS_PROFILE"))
+    key = (os.getpid(), endpoint, region, max_pool, creds)
+    with _counts_lock:
+        c = _clients.get(key)
+    if c is None:
+        c = _new_client(endpoint, region, max_pool)
+        with _counts_lock:
+            c = _clients.setdefault(key, c)
+    return c
+
+
+def _new_client(endpoint, region, max_pool):
     try:
         import boto3
         import botocore.config
     except ImportError as e:
         raise WarehouseError(f"reading s3:// warehouses needs boto3 ({e}): apt-get install python3-boto3, "
                              f"or pip install 'warehouse-etl[s3]'") from None
-    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
     cfg = {"max_pool_connections": max_pool, "retries": {"max_attempts": _RETRIES, "mode": "standard"}}
     if endpoint:
         cfg["s3"] = {"addressing_style": "path"}

@@ -360,7 +360,6 @@ class S3Warehouse(Warehouse):
         need = np.unique(local[present[local] == 0])
         if not need.size:
             return
-        l = self.layout
         with p.range_locks[k]:
             need = need[present[need] == 0]
             if not need.size:
@@ -442,7 +441,6 @@ class S3Warehouse(Warehouse):
         shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
         local = idx - self.shard_starts[shard_of]
         ks = np.unique(shard_of).tolist()
-        p = self._proc()
         self._use(ks)
         try:
             for attempt in range(2):
