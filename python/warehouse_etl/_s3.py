@@ -35,6 +35,17 @@ _counts = collections.defaultdict(lambda: [0, 0, 0])
 _counts_lock = threading.Lock()
 
 
+def _after_fork():
+    # A fork while another thread held the lock (a DataLoader forking its workers while
+    # the fetch-ahead thread counts a GET) would leave it held forever in the child.
+    global _counts_lock
+    _counts_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def is_s3(path):
     return isinstance(path, str) and path.startswith(SCHEME)
 
