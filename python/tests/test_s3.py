@@ -427,6 +427,16 @@ class S3Test(unittest.TestCase):
                 else:
                     self.assertGreaterEqual(ranged, 2, f"{damage}: shard 0 fetched again")
                 self.assertEqual(os.path.getsize(path), size)
+                # wh[i] too (copies, never views of a cache file a truncation would pull away).
+                os.truncate(path, size // 3)
+                for i in range(wh._shards[0].entry["samples"]):
+                    got, want_i = wh[i], self.lwh[i]
+                    for key in ("image", "boxes", "mask", "extras_f32"):
+                        self.assertEqual(got[key].tobytes(), want_i[key].tobytes(), f"{mode} {damage} wh[{i}]")
+                    self.assertEqual(got["record"].tobytes(), want_i["record"].tobytes())
+                    self.assertEqual(got["meta"], want_i["meta"])
+                    self.assertTrue(got["image"].flags.owndata)
+                self.assertEqual(os.path.getsize(path), size)
                 loader.dataset.close()
 
     # The cache.

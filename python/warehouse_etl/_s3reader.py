@@ -298,6 +298,7 @@ class S3Warehouse(Warehouse):
         sh.crcs = sections["crc_table"]
         if sh.verified is None or sh.crcs is None or sh.verified.shape[0] != sh.crcs.shape[0]:
             sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
+        sh.mmap = None  # wh[i] maps the new file
         sh.fd, sh.pid = fd, os.getpid()
 
     def _open_checked(self, k):
@@ -479,17 +480,43 @@ class S3Warehouse(Warehouse):
                             os.close(fd)
 
     def __getitem__(self, i):
+        """:meth:`Warehouse.__getitem__`, with the sample fetched first, and its arrays
+        copied out of the cache file's mapping: a cache file truncated under a view
+        would crash its reader (SIGBUS), so views into cache files are not handed out.
+        A cache file found short, or the sample failing its CRC-32C, is fetched again,
+        once."""
         i = int(i)
         if i < 0:
             i += len(self)
-        if 0 <= i < len(self):
-            k, j = self._locate(i)
-            self._use([k])
-            try:
-                self._ensure(np.array([k]), np.array([j]), [k])
-            finally:
-                self._unuse([k])
-        return super().__getitem__(i)
+        if not 0 <= i < len(self):
+            return super().__getitem__(i)
+        k, j = self._locate(i)
+        sh = self._shards[k]
+        self._use([k])
+        try:
+            for attempt in range(2):
+                seen = None
+                try:
+                    self._ensure(np.array([k]), np.array([j]), [k])
+                    seen = sh.fd
+                    if os.fstat(seen).st_size != sh.entry["bytes"]:
+                        raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: "
+                                             f"{os.fstat(seen).st_size} bytes, want {sh.entry['bytes']}")
+                    out = super().__getitem__(i)
+                    break
+                except WarehouseError as e:
+                    if attempt or self._damaged(e, [k]) is None:
+                        raise
+                    log.warning("cache: %s: %s: fetching it again", self._cache_path(k), e)
+                    self._replace(k, seen if seen is not None else sh.fd)
+        finally:
+            self._unuse([k])
+        copy = lambda a: np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+        out["extras"] = {name: copy(a) for name, a in out["extras"].items()}
+        rec = out["record"].copy()
+        out.update({key: copy(out[key]) for key in ("image", "boxes", "mask", "extras_f32")})
+        out["record"], out["class_index"] = rec, rec["class_index"]
+        return out
 
     # Fetching ahead of the reads.
 
