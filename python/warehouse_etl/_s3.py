@@ -235,11 +235,17 @@ class Lease:
                            "expires_unix_ms": int(time.time() * 1000 + self.ttl_s * 1000)}).encode()
 
     def put(self):
-        try:
-            self.c.put_object(Bucket=self.loc.bucket, Key=self.key, Body=self.body(),
-                              ContentType="application/json")
-        except Exception as e:
-            raise WarehouseError(f"{SCHEME}{self.loc.bucket}/{self.key}: PUT lease: {e}") from None
+        # Tried a few times: a server may refuse one of several PUTs racing to create
+        # the same new prefix (versitygw's posix backend: ExistingObjectIsDirectory).
+        for attempt in range(5):
+            try:
+                self.c.put_object(Bucket=self.loc.bucket, Key=self.key, Body=self.body(),
+                                  ContentType="application/json")
+                return
+            except Exception as e:
+                if attempt == 4:
+                    raise WarehouseError(f"{SCHEME}{self.loc.bucket}/{self.key}: PUT lease: {e}") from None
+                time.sleep(0.05 * 2 ** attempt)
 
     def _renew(self):
         while not self._stop.wait(self.ttl_s / 3):
