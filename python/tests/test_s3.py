@@ -512,5 +512,32 @@ class S3Test(unittest.TestCase):
                     got[k] = got.get(k, 0) + v[2]
         self.assertEqual(got, want)
 
+
+class S3ImportTest(unittest.TestCase):
+    """boto3 is imported for s3:// paths only, and its absence is a clear error."""
+
+    def run_py(self, code):
+        pkg = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+        return subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=pkg))
+
+    def test_local_reads_import_no_boto3(self):
+        local = _local_version()
+        if local is None:
+            self.skipTest("no warehouse: run via go test ./cmd/warehouse-etl -run TestPythonPackage")
+        r = self.run_py("import sys, warehouse_etl, warehouse_etl.torch\n"
+                        f"wh = warehouse_etl.open({local!r}); wh.read_batch([0])\n"
+                        "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules, 'boto3 imported'\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_missing_boto3_is_a_clear_error(self):
+        r = self.run_py("import sys\nsys.modules['boto3'] = None\nimport warehouse_etl\n"
+                        "try:\n    warehouse_etl.open('s3://some-bucket/wh')\n"
+                        "except warehouse_etl.WarehouseError as e:\n    print(e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("reading s3:// warehouses needs boto3", r.stdout)
+        self.assertIn("python3-boto3", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
