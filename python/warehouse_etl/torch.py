@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
+from warehouse_etl._s3reader import S3_OPTIONS
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -494,7 +495,9 @@ class WarehouseLoader(StatefulLoader, DataLoader):
         prefetch = getattr(self.dataset, "prefetch", None)
         if self.num_workers == 0 and prefetch is not None:
             prefetch(self.sampler)
-        return self._counted(super().__iter__())
+        batches = super().__iter__()
+        fetch = getattr(getattr(self.dataset, "wh", None), "fetch_ahead", None)  # s3://: fetch what comes next
+        return self._counted(batches if fetch is None else fetch(self.sampler, batches))
 
     @property
     def warehouse(self):
@@ -543,6 +546,10 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
             raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
                             f"num_workers is the deprecated name of reader_threads; give reader_threads only")
         reader_threads = num_workers
+    s3 = isinstance(path, str) and path.startswith("s3://")  # cache_dir=, cache_limit=, mode=...: open()'s
+    if s3:
+        path = warehouse_etl.open(path, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples,
+                                  **{k: dataloader_kwargs.pop(k) for k in S3_OPTIONS if k in dataloader_kwargs})
     mixture = None
     if isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
         path = mixture = _open(path, ignore_thresholds, verify_samples, epoch_samples)
@@ -556,7 +563,7 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
         if mixture is not None:
             mixture.close()
         raise
-    ds._owns_wh = ds._owns_wh or mixture is not None  # ds.close() closes the mixture make_loader opened
+    ds._owns_wh = ds._owns_wh or s3 or mixture is not None  # ds.close() closes the mixture make_loader opened
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)

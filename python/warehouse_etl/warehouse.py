@@ -39,7 +39,7 @@ _VERIFY_SAMPLES = (True, "always", False)
 
 
 def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,  # noqa: A001 (the API name)
-         verify_samples=True):
+         verify_samples=True, **s3_options):
     """Open the warehouse version at ``path`` (a version directory, or an output root whose
     ``latest`` symlink names one) and check it as docs/format/reading.md says.
 
@@ -60,7 +60,19 @@ def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=Fal
     it, so later epochs read at unchecked speed), ``"always"`` on every read, ``False``
     never (benchmarks of the reads alone). Shards of warehouses built before per-sample
     checksums have none: they are read unchecked (``sample_checksums()`` says so).
+
+    An ``s3://bucket/prefix`` path (``.../latest-<config>``, ``.../v<16 hex>``) is read
+    through a node-local cache (python/README.md, "Training from S3"; needs boto3):
+    ``s3_options`` are :class:`warehouse_etl._s3reader.S3Warehouse`'s (``cache_dir``,
+    ``cache_limit``, ``mode``, ``fetch_threads``, ``fetch_ahead``, ``lease_ttl_s``,
+    ``endpoint_url``).
     """
+    if isinstance(path, str) and path.startswith("s3://"):
+        from ._s3reader import S3Warehouse
+        return S3Warehouse(path, ignore_thresholds=ignore_thresholds, thresholds=thresholds,
+                           verify_checksums=verify_checksums, verify_samples=verify_samples, **s3_options)
+    if s3_options:
+        raise TypeError(f"open: {', '.join(sorted(s3_options))}: options of s3:// paths only")
     return Warehouse(path, ignore_thresholds=ignore_thresholds, thresholds=thresholds,
                      verify_checksums=verify_checksums, verify_samples=verify_samples)
 
