@@ -1,0 +1,266 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/internal/lockfile"
+	"warehouse-etl/sources"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
+)
+
+// One plan, not N scans. The partitions of a version share its staging
+// directory; the first of them to take plan.lock scans the sources and
+// writes the plan there (plan/scan.jsonl, the spill, then plan/plan.json,
+// which names the spill's sha256 and the source fingerprint it was made
+// from). Every other partition, and the commit, lists the sources (the
+// fingerprint: names, sizes, mtimes), checks the listing against the
+// plan's, and reads the plan instead of scanning every label and image
+// header again. Inputs that changed between the plan and a partition are a
+// *PlanChangedError. docs/format/staging.md describes the files.
+const (
+	planDirName  = "plan"
+	planFileName = "plan.json"
+	planFormat   = 1
+)
+
+// planUse is how a builder uses the version's stored plan (nil: it scans).
+type planUse struct {
+	st    *staging
+	store bool   // a partition: write the plan when there is none
+	who   string // "partition 2/8", "commit"
+}
+
+// storedPlan is plan/plan.json.
+type storedPlan struct {
+	Format      int    `json:"format"`
+	Version     string `json:"version"`
+	PlanSHA256  string `json:"plan_sha256"` // sha256 of plan/scan.jsonl
+	Inputs      int64  `json:"inputs"`
+	Planned     int64  `json:"planned"`
+	Fingerprint struct {
+		Files  int64  `json:"files"`
+		Bytes  int64  `json:"bytes"`
+		SHA256 string `json:"sha256"`
+	} `json:"fingerprint"` // of the sources the plan was scanned from
+	WrittenBy   string `json:"written_by"`
+	WrittenAtMs int64  `json:"written_at_ms"`
+}
+
+// maxPlanBytes bounds plan.json read back.
+const maxPlanBytes = 1 << 20
+
+func (st *staging) planDir() string       { return filepath.Join(st.dir, planDirName) }
+func (st *staging) planSpillPath() string { return filepath.Join(st.planDir(), spillName[1:]) }
+func (st *staging) planPath() string      { return filepath.Join(st.planDir(), planFileName) }
+func (st *staging) planLockPath() string  { return filepath.Join(st.dir, "locks", "plan.lock") }
+
+// PlanChangedError is a partition (or commit) whose sources differ from
+// those the version's stored plan was scanned from.
+type PlanChangedError struct {
+	Staging   string
+	WrittenBy string
+	Plan, Now warehouse.Fingerprint
+}
+
+func (e *PlanChangedError) Error() string {
+	return fmt.Sprintf("the sources changed since %s wrote this version's plan (then %d files, %d bytes; now %d files, %d bytes): "+
+		"every partition of a build must see the same inputs; rerun all partitions with WAREHOUSE_CLEAR=1 to plan again, or remove %s",
+		e.WrittenBy, e.Plan.Files, e.Plan.Bytes, e.Now.Files, e.Now.Bytes, filepath.Join(e.Staging, planDirName))
+}
+
+// readPlan reads plan.json: nil when there is none.
+func (st *staging) readPlan() (*storedPlan, error) {
+	f, err := os.Open(st.planPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxPlanBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxPlanBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", st.planPath(), maxPlanBytes)
+	}
+	var p storedPlan
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("%s: %w", st.planPath(), err)
+	}
+	if p.Format != planFormat {
+		return nil, fmt.Errorf("%s: format %d, want %d", st.planPath(), p.Format, planFormat)
+	}
+	return &p, nil
+}
+
+func (p *storedPlan) fingerprint() warehouse.Fingerprint {
+	return warehouse.Fingerprint{Files: p.Fingerprint.Files, Bytes: p.Fingerprint.Bytes, SHA256: p.Fingerprint.SHA256}
+}
+
+// stagedScan is scanPass for partitions and commits: under plan.lock it
+// lists the sources into tmp (the fingerprint), then reads the version's
+// stored plan when the listing matches it, or scans and stores the plan
+// when there is none (a partition; a commit without a plan scans into tmp
+// as before). With Options.Clear a plan of other sources is replaced.
+func (b *builder) stagedScan(ctx context.Context, tmp string, rep *Report) (*scanResult, error) {
+	st, store := b.staged.st, b.staged.store
+	t0 := b.now()
+	host, _ := os.Hostname()
+	owner := fmt.Sprintf("%s on %s pid %d", b.staged.who, host, os.Getpid())
+	if store {
+		// The first partition here scans and writes the plan; the others
+		// wait for it (they would otherwise spend as long scanning).
+		lock, err := lockfile.Acquire(ctx, st.planLockPath(), lockfile.Options{Owner: owner, Wait: 1 << 62})
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Release()
+	} // a commit holds the version lock exclusively: no partition runs
+	fp, err := writeFingerprint(ctx, b, filepath.Join(tmp, warehouse.FingerprintName))
+	if err != nil {
+		return nil, err
+	}
+	sp, err := st.readPlan()
+	if err != nil {
+		return nil, fmt.Errorf("%w (remove %s to plan again)", err, st.planDir())
+	}
+	if sp != nil && sp.Version == b.id.String() && sp.fingerprint() == fp {
+		res, err := b.replayPlan(ctx, st.planSpillPath(), sp, fp)
+		if err != nil {
+			return nil, err
+		}
+		if !store {
+			// The commit's assemble removes its spill: a link of its own
+			// keeps the plan whole for a rerun if the commit fails.
+			own := filepath.Join(tmp, spillName)
+			if err := linkOrCopy(res.spill, own); err != nil {
+				return nil, err
+			}
+			res.spill = own
+		}
+		rep.Phases.Scan = b.now().Sub(t0).Seconds()
+		b.log.Info("plan read", "inputs", res.inputs, "planned", res.planned, "written_by", sp.WrittenBy,
+			"seconds", rep.Phases.Scan)
+		return res, nil
+	}
+	if sp != nil && sp.Version == b.id.String() && !b.opts.Clear {
+		return nil, &PlanChangedError{Staging: st.dir, WrittenBy: sp.WrittenBy, Plan: sp.fingerprint(), Now: fp}
+	}
+	if !store {
+		return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep)
+	}
+	// Scan into a fresh directory and rename it into place: a plan
+	// directory with a plan.json is complete.
+	if err := os.RemoveAll(st.planDir()); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(st.dir, "plan-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	res, err := b.scanSources(ctx, filepath.Join(work, filepath.Base(st.planSpillPath())), fp, rep)
+	if err != nil {
+		return nil, err
+	}
+	p := storedPlan{Format: planFormat, Version: b.id.String(), PlanSHA256: res.planSHA, Inputs: res.inputs, Planned: res.planned,
+		WrittenBy: owner, WrittenAtMs: b.now().UnixMilli()}
+	p.Fingerprint.Files, p.Fingerprint.Bytes, p.Fingerprint.SHA256 = fp.Files, fp.Bytes, fp.SHA256
+	raw, err := json.MarshalIndent(&p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(work, planFileName), append(raw, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(work, st.planDir()); err != nil {
+		return nil, err
+	}
+	res.spill = st.planSpillPath()
+	return res, nil
+}
+
+// replayPlan rebuilds the scan's result from the stored plan's spill,
+// exactly as scanSources made it: the summary, the class table and the
+// counts come from the same per-sample records, in the same order. The
+// spill must hash to the plan's plan_sha256.
+func (b *builder) replayPlan(ctx context.Context, spill string, sp *storedPlan, fp warehouse.Fingerprint) (*scanResult, error) {
+	sum, err := fileSHA256(spill)
+	if err != nil {
+		return nil, err
+	}
+	if sum != sp.PlanSHA256 {
+		return nil, fmt.Errorf("%s: sha256 %s, the plan says %s (remove %s to plan again)", spill, sum, sp.PlanSHA256, filepath.Dir(spill))
+	}
+	res := &scanResult{spill: spill, summary: &validate.SummaryBuilder{}, fingerprint: fp, planSHA: sum}
+	pinned := b.pinnedClasses()
+	keys := map[sources.ClassKey]bool{}
+	err = readSpill(spill, func(p *plannedSample, _ int64, _ spillLine) error {
+		if p.Seq != res.inputs {
+			return fmt.Errorf("%s: sample seq %d, want %d", spill, p.Seq, res.inputs)
+		}
+		res.inputs++
+		if err := res.summary.Add(int(p.SourceIndex), p.Source, p.ValidBoxes > 0, p.Reasons, p.Kept); err != nil {
+			return err
+		}
+		for _, t := range p.Target {
+			keys[t.Class] = true
+		}
+		if p.Kept {
+			res.planned++
+		}
+		b.counters.Scanned.Add(1)
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.inputs != sp.Inputs || res.planned != sp.Planned {
+		return nil, fmt.Errorf("%s: %d inputs, %d planned; the plan says %d, %d", spill, res.inputs, res.planned, sp.Inputs, sp.Planned)
+	}
+	if pinned != nil {
+		res.classes = pinned
+	} else {
+		res.classes = discoveredClasses(keys)
+	}
+	b.counters.Planned.Store(res.planned)
+	return res, nil
+}
+
+// pinnedClasses is the class table fixed before the scan (the config's
+// classes, or the ones the source declares), nil when the scan discovers
+// them.
+func (b *builder) pinnedClasses() *classTable {
+	if len(b.cfg.Classes) > 0 {
+		return newPinnedClasses(b.cfg.Classes)
+	} else if cl, ok := b.src.(sources.ClassLister); ok {
+		return newDeclaredClasses(cl.Classes())
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

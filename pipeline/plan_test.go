@@ -1,0 +1,170 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"warehouse-etl/sources"
+)
+
+// countingSource counts the scans of the source it wraps.
+type countingSource struct {
+	*memSource
+	scans *atomic.Int64
+}
+
+func (c countingSource) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
+	c.scans.Add(1)
+	return c.memSource.Scan(ctx, fn)
+}
+
+// A partitioned build scans its sources once: the first partition stores
+// the plan, the other partitions and the commit read it, and the version
+// is byte-identical to a single-machine build's.
+func TestPartitionsScanOnce(t *testing.T) {
+	cfg := testConfig(t, 2)
+	single, err := Build(context.Background(), Options{Config: cfg, Source: partitionSource(t), Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := versionBytes(t, single.Dir)
+	for _, n := range []int{1, 3, 8} {
+		c := *cfg
+		c.OutputRoot = t.TempDir()
+		var scans atomic.Int64
+		for i := range n {
+			// In reverse: any partition may be the first.
+			p := Partition{n - 1 - i, n}
+			if _, err := BuildPartition(context.Background(), Options{Config: &c, Source: countingSource{partitionSource(t), &scans}, Workers: 2}, p); err != nil {
+				t.Fatalf("partition %s: %v", p, err)
+			}
+			if got := scans.Load(); got != 1 {
+				t.Fatalf("%d partitions: %d scans after partition %s, want 1", n, got, p)
+			}
+		}
+		res, err := Commit(context.Background(), CommitOptions{Options: Options{Config: &c, Source: countingSource{partitionSource(t), &scans}, Workers: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := scans.Load(); got != 1 {
+			t.Errorf("%d partitions and the commit scanned %d times, want 1", n, got)
+		}
+		sameVersion(t, fmt.Sprintf("%d partitions, one plan", n), want, versionBytes(t, res.Dir))
+	}
+}
+
+// Inputs that change between the plan and a later partition are a clear
+// error; WAREHOUSE_CLEAR=1 plans again.
+func TestPlanChangedSources(t *testing.T) {
+	cfg := testConfig(t, 2)
+	if _, err := BuildPartition(context.Background(), Options{Config: cfg, Source: partitionSource(t)}, Partition{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	changed := func() *memSource {
+		s := partitionSource(t)
+		s.images["img_04.png"] = pngBytes(t, 10, 10, 99)
+		s.images["img_04.png"] = append(s.images["img_04.png"], 0) // another size
+		return s
+	}
+	_, err := BuildPartition(context.Background(), Options{Config: cfg, Source: changed()}, Partition{1, 2})
+	var pc *PlanChangedError
+	if !errors.As(err, &pc) || !strings.Contains(err.Error(), "the sources changed since partition 0/2") ||
+		!strings.Contains(err.Error(), "WAREHOUSE_CLEAR=1") {
+		t.Fatalf("partition on changed sources: %v, want a PlanChangedError naming the plan's writer", err)
+	}
+	// The commit checks the listing too.
+	if _, err := Commit(context.Background(), CommitOptions{Options: Options{Config: cfg, Source: changed()}}); !errors.As(err, &pc) {
+		t.Fatalf("commit on changed sources: %v, want a PlanChangedError", err)
+	}
+	var scans atomic.Int64
+	for i := range 2 {
+		if _, err := BuildPartition(context.Background(), Options{Config: cfg, Source: countingSource{changed(), &scans}, Clear: true}, Partition{i, 2}); err != nil {
+			t.Fatalf("partition %d/2 with clear: %v", i, err)
+		}
+	}
+	if got := scans.Load(); got != 1 {
+		t.Errorf("the clear rerun scanned %d times, want 1 (a new plan, then read)", got)
+	}
+	if _, err := Commit(context.Background(), CommitOptions{Options: Options{Config: cfg, Source: changed()}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stored plan whose spill no longer hashes to plan.json is refused.
+func TestPlanCorruptSpill(t *testing.T) {
+	cfg := testConfig(t, 2)
+	res, err := BuildPartition(context.Background(), Options{Config: cfg, Source: partitionSource(t)}, Partition{0, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &staging{dir: res.Staging}
+	flipByte(t, st.planSpillPath(), 10)
+	_, err = BuildPartition(context.Background(), Options{Config: cfg, Source: partitionSource(t)}, Partition{1, 2})
+	if err == nil || !strings.Contains(err.Error(), "the plan says") {
+		t.Fatalf("partition on a corrupt plan: %v", err)
+	}
+}
+
+// BenchmarkPlanPartitions100k: N partitions of 100,000 tiny samples run
+// one after the other, then the commit; s/partition is a partition's whole
+// run (listing and plan read, or the one scan; 100,000 / 256 = 391 shards
+// divided among the N), scans counts the scans of the sources in all
+// (go test -run '^$' -bench PlanPartitions100k -benchtime 1x ./pipeline).
+func BenchmarkPlanPartitions100k(b *testing.B) {
+	const n = 100_000
+	png := pngBytes(b, 10, 10, 1)
+	for _, parts := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("N=%d", parts), func(b *testing.B) {
+			for range b.N {
+				cfg := testConfig(b, 256)
+				cfg.OutputRoot = b.TempDir()
+				var scans atomic.Int64
+				src := func() sources.Source { return countingGen{&genSource{n: n, png: png}, &scans} }
+				var first, rest float64
+				for i := range parts {
+					t0 := time.Now()
+					if _, err := BuildPartition(context.Background(), Options{Config: cfg, Source: src(), Workers: 2}, Partition{i, parts}); err != nil {
+						b.Fatal(err)
+					}
+					if i == 0 {
+						first = time.Since(t0).Seconds()
+					} else {
+						rest += time.Since(t0).Seconds()
+					}
+				}
+				t0 := time.Now()
+				res, err := Commit(context.Background(), CommitOptions{Options: Options{Config: cfg, Source: src(), Workers: 2}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(first, "s/first-partition")
+				if parts > 1 {
+					b.ReportMetric(rest/float64(parts-1), "s/other-partition")
+				}
+				b.ReportMetric(time.Since(t0).Seconds(), "s/commit")
+				b.ReportMetric(res.Report.Phases.Scan+res.Report.Phases.Validate, "s/commit-scan")
+				b.ReportMetric(float64(scans.Load()), "scans")
+				if _, err := os.Stat(filepath.Join(res.Dir, "shards")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+type countingGen struct {
+	*genSource
+	scans *atomic.Int64
+}
+
+func (c countingGen) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
+	c.scans.Add(1)
+	return c.genSource.Scan(ctx, fn)
+}
