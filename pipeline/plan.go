@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/internal/lockfile"
@@ -55,10 +56,53 @@ type storedPlan struct {
 	} `json:"fingerprint"` // of the sources the plan was scanned from
 	WrittenBy   string `json:"written_by"`
 	WrittenAtMs int64  `json:"written_at_ms"`
+	// Runs tallies the scan's samples per source by what the summary
+	// counts of them, and Classes lists the class keys the scan found
+	// (nil when the classes are pinned): with them a partition rebuilds
+	// the summary and the class table without reading the spill.
+	Runs    []tallyRun         `json:"runs"`
+	Classes []sources.ClassKey `json:"classes,omitempty"`
 }
 
-// maxPlanBytes bounds plan.json read back.
-const maxPlanBytes = 1 << 20
+// tallyRun is one source's samples, grouped by what the summary counts.
+type tallyRun struct {
+	Index  int          `json:"index"`
+	Name   string       `json:"name"`
+	Groups []tallyGroup `json:"groups"`
+}
+
+type tallyGroup struct {
+	NonEmpty bool              `json:"non_empty"`
+	Reasons  []validate.Reason `json:"reasons,omitempty"`
+	Kept     bool              `json:"kept"`
+	N        int64             `json:"n"`
+}
+
+// planTally is the scan's tally of storedPlan.Runs, kept while it scans.
+type planTally struct {
+	runs  []tallyRun
+	index map[string]int // group key -> index into the last run's groups
+}
+
+func (t *planTally) add(sourceIndex int, name string, nonEmpty bool, reasons []validate.Reason, kept bool) {
+	if n := len(t.runs); n == 0 || t.runs[n-1].Index != sourceIndex {
+		t.runs = append(t.runs, tallyRun{Index: sourceIndex, Name: name})
+		t.index = map[string]int{}
+	}
+	r := &t.runs[len(t.runs)-1]
+	key := fmt.Sprint(nonEmpty, kept, reasons)
+	i, ok := t.index[key]
+	if !ok {
+		i = len(r.Groups)
+		t.index[key] = i
+		r.Groups = append(r.Groups, tallyGroup{NonEmpty: nonEmpty, Reasons: reasons, Kept: kept})
+	}
+	r.Groups[i].N++
+}
+
+// maxPlanBytes bounds plan.json read back (it grows with the sources and
+// the classes, not with the samples).
+const maxPlanBytes = 64 << 20
 
 func (st *staging) planDir() string       { return filepath.Join(st.dir, planDirName) }
 func (st *staging) planSpillPath() string { return filepath.Join(st.planDir(), spillName[1:]) }
@@ -160,7 +204,7 @@ func (b *builder) stagedScan(ctx context.Context, tmp string, rep *Report) (*sca
 		return nil, &PlanChangedError{Staging: st.dir, WrittenBy: sp.WrittenBy, Plan: sp.fingerprint(), Now: fp}
 	}
 	if !store {
-		return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep)
+		return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep, nil)
 	}
 	// Scan into a fresh directory and rename it into place: a plan
 	// directory with a plan.json is complete.
@@ -172,12 +216,16 @@ func (b *builder) stagedScan(ctx context.Context, tmp string, rep *Report) (*sca
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	res, err := b.scanSources(ctx, filepath.Join(work, filepath.Base(st.planSpillPath())), fp, rep)
+	tally := &planTally{}
+	res, err := b.scanSources(ctx, filepath.Join(work, filepath.Base(st.planSpillPath())), fp, rep, tally)
 	if err != nil {
 		return nil, err
 	}
 	p := storedPlan{Format: planFormat, Version: b.id.String(), PlanSHA256: res.planSHA, Inputs: res.inputs, Planned: res.planned,
-		WrittenBy: owner, WrittenAtMs: b.now().UnixMilli()}
+		WrittenBy: owner, WrittenAtMs: b.now().UnixMilli(), Runs: tally.runs}
+	if !res.classes.pinned {
+		p.Classes = classKeys(res.classes)
+	}
 	p.Fingerprint.Files, p.Fingerprint.Bytes, p.Fingerprint.SHA256 = fp.Files, fp.Bytes, fp.SHA256
 	raw, err := json.MarshalIndent(&p, "", "  ")
 	if err != nil {
@@ -193,10 +241,11 @@ func (b *builder) stagedScan(ctx context.Context, tmp string, rep *Report) (*sca
 	return res, nil
 }
 
-// replayPlan rebuilds the scan's result from the stored plan's spill,
-// exactly as scanSources made it: the summary, the class table and the
-// counts come from the same per-sample records, in the same order. The
-// spill must hash to the plan's plan_sha256.
+// replayPlan rebuilds the scan's result from the stored plan, exactly as
+// scanSources made it: the summary from the tally (Counts only count, so
+// adding each group's samples n times gives the same summary), the class
+// table from the same keys. The spill must hash to the plan's plan_sha256;
+// pass 2 reads it as it reads a spill it scanned itself.
 func (b *builder) replayPlan(ctx context.Context, spill string, sp *storedPlan, fp warehouse.Fingerprint) (*scanResult, error) {
 	sum, err := fileSHA256(spill)
 	if err != nil {
@@ -206,36 +255,36 @@ func (b *builder) replayPlan(ctx context.Context, spill string, sp *storedPlan, 
 		return nil, fmt.Errorf("%s: sha256 %s, the plan says %s (remove %s to plan again)", spill, sum, sp.PlanSHA256, filepath.Dir(spill))
 	}
 	res := &scanResult{spill: spill, summary: &validate.SummaryBuilder{}, fingerprint: fp, planSHA: sum}
-	pinned := b.pinnedClasses()
-	keys := map[sources.ClassKey]bool{}
-	err = readSpill(spill, func(p *plannedSample, _ int64, _ spillLine) error {
-		if p.Seq != res.inputs {
-			return fmt.Errorf("%s: sample seq %d, want %d", spill, p.Seq, res.inputs)
+	for _, r := range sp.Runs {
+		for _, g := range r.Groups {
+			for range g.N {
+				if err := res.summary.Add(r.Index, r.Name, g.NonEmpty, g.Reasons, g.Kept); err != nil {
+					return nil, fmt.Errorf("%s: %w", filepath.Join(filepath.Dir(spill), planFileName), err)
+				}
+				res.inputs++
+				if g.Kept {
+					res.planned++
+				}
+			}
 		}
-		res.inputs++
-		if err := res.summary.Add(int(p.SourceIndex), p.Source, p.ValidBoxes > 0, p.Reasons, p.Kept); err != nil {
-			return err
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		for _, t := range p.Target {
-			keys[t.Class] = true
-		}
-		if p.Kept {
-			res.planned++
-		}
-		b.counters.Scanned.Add(1)
-		return ctx.Err()
-	})
-	if err != nil {
-		return nil, err
 	}
 	if res.inputs != sp.Inputs || res.planned != sp.Planned {
-		return nil, fmt.Errorf("%s: %d inputs, %d planned; the plan says %d, %d", spill, res.inputs, res.planned, sp.Inputs, sp.Planned)
+		return nil, fmt.Errorf("%s: runs tally %d inputs, %d planned; the plan says %d, %d", filepath.Join(filepath.Dir(spill), planFileName),
+			res.inputs, res.planned, sp.Inputs, sp.Planned)
 	}
-	if pinned != nil {
+	if pinned := b.pinnedClasses(); pinned != nil {
 		res.classes = pinned
 	} else {
+		keys := map[sources.ClassKey]bool{}
+		for _, k := range sp.Classes {
+			keys[k] = true
+		}
 		res.classes = discoveredClasses(keys)
 	}
+	b.counters.Scanned.Add(res.inputs)
 	b.counters.Planned.Store(res.planned)
 	return res, nil
 }
@@ -263,4 +312,14 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// classKeys lists the keys of a discovered class table in index order.
+func classKeys(t *classTable) []sources.ClassKey {
+	keys := make([]sources.ClassKey, 0, len(t.index))
+	for k := range t.index {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b sources.ClassKey) int { return t.index[a] - t.index[b] })
+	return keys
 }

@@ -2,16 +2,20 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"warehouse-etl/sources"
+	"warehouse-etl/validate"
+	"warehouse-etl/warehouse"
 )
 
 // countingSource counts the scans of the source it wraps.
@@ -167,4 +171,72 @@ type countingGen struct {
 func (c countingGen) Scan(ctx context.Context, fn func(*sources.Sample) error) error {
 	c.scans.Add(1)
 	return c.genSource.Scan(ctx, fn)
+}
+
+// The summary, class table and counts a partition rebuilds from the stored
+// plan equal the scan's, on samples of several runs with every kind of
+// reason, empty samples and class keys with and without ids.
+func TestPlanReplayEqualsScan(t *testing.T) {
+	src := newMemSource(t, 60)
+	reasons := []validate.Reason{validate.ReasonMissingFile, validate.ReasonMissingImage, validate.ReasonDecodeError, validate.ReasonNonFinite}
+	for i := range src.samples {
+		s := &src.samples[i]
+		s.SourceIndex, s.Source = int32(i/25), fmt.Sprintf("run_%d", i/25+1)
+		switch i % 7 {
+		case 1:
+			s.Reasons = []validate.Reason{reasons[i%len(reasons)]}
+		case 2:
+			s.Boxes = nil // empty
+		case 3:
+			s.Boxes[0].Class = sources.ClassKey{ID: int64(i % 4), HasID: true, Name: "n"}
+		case 4:
+			s.Boxes[0].Class = sources.ClassKey{Name: fmt.Sprintf("c%d", i%3)}
+		case 5:
+			s.Boxes = append(s.Boxes, sources.Box{X0: 0, Y0: 0, X1: 0, Y1: 0}) // degenerate: dropped
+		}
+		s.ValidBoxes = len(s.Boxes)
+	}
+	cfg := testConfig(t, 4)
+	b, err := newBuilder(Options{Config: cfg, Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tally := &planTally{}
+	fp := warehouse.Fingerprint{Files: 1}
+	scanned, err := b.scanSources(context.Background(), filepath.Join(dir, "spill"), fp, newReport(b, time.Now()), tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tally.runs) != 3 {
+		t.Fatalf("tally of %d runs, want 3", len(tally.runs))
+	}
+	sp := &storedPlan{PlanSHA256: scanned.planSHA, Inputs: scanned.inputs, Planned: scanned.planned, Runs: tally.runs, Classes: classKeys(scanned.classes)}
+	// Through JSON, as plan.json stores it.
+	raw, err := json.Marshal(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back storedPlan
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := b.replayPlan(context.Background(), scanned.spill, &back, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(replayed.summary.Result(), scanned.summary.Result()) {
+		t.Errorf("summary:\nreplayed %+v\nscanned  %+v", replayed.summary.Result(), scanned.summary.Result())
+	}
+	if !reflect.DeepEqual(replayed.classes, scanned.classes) || len(scanned.classes.classes) < 5 {
+		t.Errorf("classes:\nreplayed %+v\nscanned  %+v", replayed.classes, scanned.classes)
+	}
+	if replayed.inputs != 60 || replayed.planned != scanned.planned || replayed.planSHA != scanned.planSHA {
+		t.Errorf("replayed %d inputs %d planned %s, scanned %d %d %s", replayed.inputs, replayed.planned, replayed.planSHA,
+			scanned.inputs, scanned.planned, scanned.planSHA)
+	}
+	sum := scanned.summary.Result().Total
+	if sum.Skipped == 0 || sum.Empty == 0 || len(sum.ByReason) < 4 {
+		t.Errorf("the samples do not exercise the summary: %+v", sum)
+	}
 }

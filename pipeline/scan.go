@@ -106,12 +106,13 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 	if err != nil {
 		return nil, err
 	}
-	return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep)
+	return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep, nil)
 }
 
 // scanSources is the scan itself: every sample of the sources, listed as
-// fp, planned into the spill at path.
-func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fingerprint, rep *Report) (*scanResult, error) {
+// fp, planned into the spill at path; tally, when set, counts the samples
+// for a stored plan (plan.go).
+func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fingerprint, rep *Report, tally *planTally) (*scanResult, error) {
 	t0 := b.now()
 	res := &scanResult{spill: spill, summary: &validate.SummaryBuilder{}, fingerprint: fp}
 	f, err := os.Create(res.spill)
@@ -135,6 +136,9 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 		v0 := time.Now()
 		p := b.plan(spec, s, pinned, keys)
 		err := res.summary.Add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept)
+		if tally != nil && err == nil {
+			tally.add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept)
+		}
 		validating += time.Since(v0)
 		if err != nil {
 			return err
