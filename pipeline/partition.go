@@ -100,7 +100,7 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		return nil, err
 	}
 	res.Staging = st.dir
-	b.staged = &planUse{st: st, store: true, who: "partition " + part.String()}
+	b.usePlan(st, true, "partition "+part.String())
 	tmp, err := os.MkdirTemp(st.dir, "scan-")
 	if err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 	start := b.now()
 	name := b.id.DirName()
 	st := &staging{dir: stagingDir(b.outRoot, name)}
-	b.staged = &planUse{st: st, who: "commit"}
+	b.usePlan(st, false, "commit")
 	deadline := time.Now().Add(opts.Wait)
 	for {
 		lock, err := outputroot.LockVersion(b.outRoot, name)

@@ -35,11 +35,30 @@ const (
 	planFormat   = 1
 )
 
+// planKinds are the source kinds whose ReadImage needs nothing a Scan set
+// up (it reads a sample by its path under the root), so a process that
+// reads the stored plan instead of scanning can still read the images. The
+// others (kdb, roverd, wshard) resolve a sample through tables their scan
+// builds: their partitions scan as before, each on its own.
+var planKinds = map[string]bool{"capture": true, "coco": true, "yolo": true}
+
+// usePlan sets b up to use the version's stored plan in st, when b's
+// source can (planKinds).
+func (b *builder) usePlan(st *staging, store bool, who string) {
+	if planKinds[b.src.Kind()] {
+		b.staged = &planUse{st: st, store: store, who: who}
+	}
+}
+
 // planUse is how a builder uses the version's stored plan (nil: it scans).
 type planUse struct {
 	st    *staging
 	store bool   // a partition: write the plan when there is none
 	who   string // "partition 2/8", "commit"
+	// entries are the runs or episodes of the stored plan's scan, for the
+	// manifest (the source's Entries() are the last Scan's, and there was
+	// none); nil when this process scanned.
+	entries []warehouse.SourceEntry
 }
 
 // storedPlan is plan/plan.json.
@@ -62,6 +81,9 @@ type storedPlan struct {
 	// the summary and the class table without reading the spill.
 	Runs    []tallyRun         `json:"runs"`
 	Classes []sources.ClassKey `json:"classes,omitempty"`
+	// Sources are the source's Entries() after the scan (the manifest's
+	// sources table).
+	Sources []warehouse.SourceEntry `json:"sources"`
 }
 
 // tallyRun is one source's samples, grouped by what the summary counts.
@@ -222,7 +244,10 @@ func (b *builder) stagedScan(ctx context.Context, tmp string, rep *Report) (*sca
 		return nil, err
 	}
 	p := storedPlan{Format: planFormat, Version: b.id.String(), PlanSHA256: res.planSHA, Inputs: res.inputs, Planned: res.planned,
-		WrittenBy: owner, WrittenAtMs: b.now().UnixMilli(), Runs: tally.runs}
+		WrittenBy: owner, WrittenAtMs: b.now().UnixMilli(), Runs: tally.runs, Sources: b.src.Entries()}
+	if p.Sources == nil {
+		p.Sources = []warehouse.SourceEntry{}
+	}
 	if !res.classes.pinned {
 		p.Classes = classKeys(res.classes)
 	}
@@ -284,6 +309,10 @@ func (b *builder) replayPlan(ctx context.Context, spill string, sp *storedPlan, 
 		}
 		res.classes = discoveredClasses(keys)
 	}
+	if sp.Sources == nil {
+		return nil, fmt.Errorf("%s: no sources table (remove %s to plan again)", filepath.Join(filepath.Dir(spill), planFileName), filepath.Dir(spill))
+	}
+	b.staged.entries = sp.Sources
 	b.counters.Scanned.Add(res.inputs)
 	b.counters.Planned.Store(res.planned)
 	return res, nil
