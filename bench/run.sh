@@ -23,7 +23,11 @@
 #      and measures the peak RSS of a 2-worker build of each (median of
 #      RSS_REPEATS);
 #   6. prints a table of medians (wall-clock and CPU seconds) and ratios, the
-#      worker scaling (time at 1 / time at 2) and the RSS growth.
+#      worker scaling (time at 1 / time at 2) and the RSS growth;
+#   7. with one worker on JPEG, also times each build's decoder alone over the
+#      same frames at the same DCT scale (bench/decodeonly, interleaved with the
+#      builds) and prints build / decode CPU per frame for both builds and
+#      jpegdec / libjpeg-turbo.
 #
 # "Per core": a run with N workers/processes is pinned to N cores with
 # taskset (cores 0..N-1), so Go sees GOMAXPROCS=N and the reference's N
@@ -40,7 +44,7 @@ FRAMES=${FRAMES:-100}       # frames per run
 REPEATS=${REPEATS:-5}       # interleaved repetitions
 WORKERS=${WORKERS:-"1 2"}   # worker / process counts
 FORMATS=${FORMATS:-"jpeg png"}
-RSS_SAMPLES=${RSS_SAMPLES:-"200 2000"}
+RSS_SAMPLES=${RSS_SAMPLES-"200 2000"}  # empty: no RSS runs
 RSS_REPEATS=${RSS_REPEATS:-3}   # peak RSS is the median of these builds
 INTERP=${INTERP:-area}      # reference resize: area (antialiased) or linear
 SIZE=${SIZE:-640}           # letterbox target: SIZE x SIZE
@@ -67,6 +71,8 @@ done
 echo "== binaries" >&2
 go build -o "$BENCH_DIR/bin/warehouse-etl-go" ./cmd/warehouse-etl
 go build -tags turbojpeg -o "$BENCH_DIR/bin/warehouse-etl-turbojpeg" ./cmd/warehouse-etl
+go build -o "$BENCH_DIR/bin/decodeonly-go" ./bench/decodeonly
+go build -tags turbojpeg -o "$BENCH_DIR/bin/decodeonly-turbojpeg" ./bench/decodeonly
 
 # config NAME DATASET: a build config writing to $BENCH_DIR/out/NAME.
 config() {
@@ -104,6 +110,11 @@ run_impl() {
     ref) rm -f "$BENCH_DIR/out/ref.bin"
       timed ref "$fmt" "$w" "$PY" bench/reference.py --root "$BENCH_DIR/data/$fmt" \
       --out "$BENCH_DIR/out/ref.bin" --size "$SIZE" --procs "$w" --interp "$INTERP" ;;
+    dec-go | dec-turbojpeg)
+      # The decoder alone (bench/decodeonly): every frame at the scale the
+      # build decodes it, no resize, normalization or write.
+      timed "$impl" "$fmt" "$w" "$BENCH_DIR/bin/decodeonly-${impl#dec-}" --size "$SIZE" \
+        "$BENCH_DIR"/data/"$fmt"/run_*/images/* ;;
     go | turbojpeg)
       rm -rf "$BENCH_DIR/out/$impl-$fmt"
       config "$impl-$fmt" "$BENCH_DIR/data/$fmt"
@@ -120,6 +131,11 @@ for rep in $(seq "$REPEATS"); do
       for impl in ref go turbojpeg; do
         run_impl "$impl" "$fmt" "$w"
       done
+      if [ "$fmt" = jpeg ] && [ "$w" = 1 ]; then
+        for impl in dec-go dec-turbojpeg; do
+          run_impl "$impl" "$fmt" "$w"
+        done
+      fi
     done
   done
 done
@@ -213,6 +229,16 @@ for fmt in fmts:
         cell = lambda x: f"{mw[x]:.2f} / {mc[x]:.2f}"
         ratio = lambda x: f"{mw[r] / mw[x]:.2f}x, {mc[r] / mc[x]:.2f}x"
         print(f"| {fmt} | {w} | {cell(r)} | {cell(g)} | {cell(t)} | {ratio(g)} | {ratio(t)} |")
+# The build against its decoder alone (one core, CPU seconds per frame), and
+# the two decoders against each other: jpegdec / libjpeg-turbo.
+if ("dec-go", "jpeg", 1) in mc:
+    dg, dt = mc[("dec-go", "jpeg", 1)], mc[("dec-turbojpeg", "jpeg", 1)]
+    ms = lambda x: 1000 * x / n
+    for impl, dec in (("go", dg), ("turbojpeg", dt)):
+        if (impl, "jpeg", 1) in mc:
+            b = mc[(impl, "jpeg", 1)]
+            print(f"build / decode alone, {impl}, jpeg, 1 core: {ms(b):.2f} / {ms(dec):.2f} ms per frame = {b / dec:.2f}x")
+    print(f"decode alone, jpegdec / libjpeg-turbo: {ms(dg):.2f} / {ms(dt):.2f} ms per frame = {dg / dt:.2f}x")
 if len(ws) > 1:
     lo, hi = ws[0], ws[-1]
     for fmt in fmts:

@@ -92,6 +92,7 @@ type builder struct {
 	extras     []sources.ExtraSpec // per-sample extras of the source, in order
 	extraF32   int                 // float32 values of all extras per sample
 	now        func() time.Time
+	staged     *planUse // partitions and commits: the version's stored plan (plan.go)
 }
 
 func newBuilder(opts Options) (*builder, error) {

@@ -15,9 +15,10 @@ import (
 )
 
 // Partition is part Index of Count of a version's shards: the shards
-// [Index*S/Count, (Index+1)*S/Count) of the S the plan makes. Every
-// partition scans the whole input (the scan is deterministic, so all agree
-// on the plan without talking to each other) and builds only its shards.
+// [Index*S/Count, (Index+1)*S/Count) of the S the plan makes. The first
+// partition to start scans the whole input and stores the plan in the
+// staging directory; the others check a listing of the sources against it
+// and read it (plan.go). Each builds only its shards.
 type Partition struct{ Index, Count int }
 
 func (p Partition) String() string { return fmt.Sprintf("%d/%d", p.Index, p.Count) }
@@ -99,6 +100,7 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		return nil, err
 	}
 	res.Staging = st.dir
+	b.usePlan(st, true, "partition "+part.String())
 	tmp, err := os.MkdirTemp(st.dir, "scan-")
 	if err != nil {
 		return nil, err
@@ -204,6 +206,7 @@ func Commit(ctx context.Context, opts CommitOptions) (*Result, error) {
 	start := b.now()
 	name := b.id.DirName()
 	st := &staging{dir: stagingDir(b.outRoot, name)}
+	b.usePlan(st, false, "commit")
 	deadline := time.Now().Add(opts.Wait)
 	for {
 		lock, err := outputroot.LockVersion(b.outRoot, name)

@@ -134,6 +134,9 @@ func encodeJSON(v any) ([]byte, error) {
 // the manifest says [] for none).
 func (b *builder) sourceEntries() []warehouse.SourceEntry {
 	entries := b.src.Entries()
+	if b.staged != nil && b.staged.entries != nil {
+		entries = b.staged.entries // read from the stored plan (plan.go)
+	}
 	out := make([]warehouse.SourceEntry, len(entries))
 	copy(out, entries)
 	return out

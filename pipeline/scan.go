@@ -96,13 +96,25 @@ type scanResult struct {
 
 // scanPass lists the inputs, scans and validates every sample, plans its
 // geometry and boxes, and streams the plan to the spill file.
+// Partitions and commits read the version's stored plan instead when the
+// sources are unchanged (plan.go).
 func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanResult, error) {
-	t0 := b.now()
+	if b.staged != nil {
+		return b.stagedScan(ctx, tmp, rep)
+	}
 	fp, err := writeFingerprint(ctx, b, filepath.Join(tmp, warehouse.FingerprintName))
 	if err != nil {
 		return nil, err
 	}
-	res := &scanResult{spill: filepath.Join(tmp, spillName), summary: &validate.SummaryBuilder{}, fingerprint: fp}
+	return b.scanSources(ctx, filepath.Join(tmp, spillName), fp, rep, nil)
+}
+
+// scanSources is the scan itself: every sample of the sources, listed as
+// fp, planned into the spill at path; tally, when set, counts the samples
+// for a stored plan (plan.go).
+func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fingerprint, rep *Report, tally *planTally) (*scanResult, error) {
+	t0 := b.now()
+	res := &scanResult{spill: spill, summary: &validate.SummaryBuilder{}, fingerprint: fp}
 	f, err := os.Create(res.spill)
 	if err != nil {
 		return nil, err
@@ -114,12 +126,7 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 
 	spec := transformSpec(b.cfg)
 	keys := map[sources.ClassKey]bool{}
-	var pinned *classTable
-	if len(b.cfg.Classes) > 0 {
-		pinned = newPinnedClasses(b.cfg.Classes)
-	} else if cl, ok := b.src.(sources.ClassLister); ok {
-		pinned = newDeclaredClasses(cl.Classes())
-	}
+	pinned := b.pinnedClasses()
 	var validating time.Duration
 	err = b.src.Scan(ctx, func(s *sources.Sample) error {
 		if s.Seq != res.inputs {
@@ -129,6 +136,9 @@ func (b *builder) scanPass(ctx context.Context, tmp string, rep *Report) (*scanR
 		v0 := time.Now()
 		p := b.plan(spec, s, pinned, keys)
 		err := res.summary.Add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept)
+		if tally != nil && err == nil {
+			tally.add(int(s.SourceIndex), s.Source, s.ValidBoxes > 0, p.Reasons, p.Kept)
+		}
 		validating += time.Since(v0)
 		if err != nil {
 			return err

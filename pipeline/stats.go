@@ -34,7 +34,8 @@ var f16Table = sync.OnceValue(func() []float32 {
 var u8Tables sync.Map // [2][3]float64 -> *[3][256]float32
 
 // contentSums sums the values of a CHW tensor of spec inside the letterbox
-// content rectangle of g. Summation order is fixed (channel, row, column),
+// content rectangle of g, reading the tensor back: the reference that
+// transformSums (what the build uses) must equal. Summation order is fixed (channel, row, column),
 // so the result is the same on every run. A U8 tensor is summed as the
 // float32 values its readers' normalization gives (the F32 build's values),
 // so image statistics compare across dtypes.
@@ -74,6 +75,15 @@ func contentSums(img []byte, spec transforms.Spec, g transforms.Geometry) channe
 	}
 	s.n = int64(g.NewW) * int64(g.NewH)
 	return s
+}
+
+// transformSums are the sums of the image tr last wrote, which it added up
+// while writing (Transformer.ContentSums): bit for bit contentSums of that
+// tensor and its geometry (TestTransformSumsEqualContentSums), without
+// reading the tensor back.
+func transformSums(tr *transforms.Transformer) channelSums {
+	n, sum, sumSq := tr.ContentSums()
+	return channelSums{n: n, sum: sum, sumSq: sumSq}
 }
 
 // imageSums accumulates many samples' channelSums exactly: each sample's

@@ -311,7 +311,7 @@ func (b *builder) transform(tr *transforms.Transformer, j *job) (read time.Durat
 		j.lateErr = fmt.Errorf("decoded image is %dx%d but its header said %dx%d", g.SrcW, g.SrcH, j.p.Geometry.SrcW, j.p.Geometry.SrcH)
 		return read
 	}
-	j.sums = contentSums(j.image, tr.Spec(), g)
+	j.sums = transformSums(tr)
 	return read
 }
 

@@ -2,6 +2,9 @@ package transforms
 
 import (
 	"encoding/binary"
+	"math"
+
+	"github.com/x448/float16"
 
 	"warehouse-etl/dtype"
 )
@@ -18,6 +21,12 @@ type normalizer struct {
 	f32        [3][256]uint32
 	f16        [3][256]uint16
 	pad        [3][4]byte // little-endian bytes of the pad value per channel
+
+	// value is the float value each output element decodes to (the U8
+	// one through NormalizeTable), for the content sums writeRow adds up
+	// as it writes (sums.go).
+	value [3][256]float64
+	sums  contentSums
 }
 
 func newNormalizer(s Spec) normalizer {
@@ -25,6 +34,13 @@ func newNormalizer(s Spec) normalizer {
 	for c := range 3 {
 		for v := range 256 {
 			n.f32[c][v], n.f16[c][v], _ = s.encodeValue(c, v)
+		}
+		for v := range 256 {
+			if s.DType == dtype.F16 {
+				n.value[c][v] = float64(float16.Frombits(n.f16[c][v]).Float32())
+			} else {
+				n.value[c][v] = float64(math.Float32frombits(n.f32[c][v]))
+			}
 		}
 		switch s.DType {
 		case dtype.F32:
@@ -42,6 +58,7 @@ func newNormalizer(s Spec) normalizer {
 // CHW planes of out, at target row y starting at column x0.
 func (n *normalizer) writeRow(out []byte, y, x0 int, rgb []byte) {
 	pixels := len(rgb) / 3
+	n.sums.addRow(&n.value, rgb)
 	switch n.dtype {
 	case dtype.F32:
 		off := (y*n.width + x0) * 4

@@ -249,6 +249,7 @@ func (t *Transformer) resizeNormalize(src pixels, g Geometry, out []byte) time.D
 // normalizer.
 func (t *Transformer) resample(src pixels, g Geometry, out []byte) (norm time.Duration) {
 	start := time.Now()
+	t.norm.sums = contentSums{}
 	t.norm.fillPadding(out, g)
 	norm = time.Since(start)
 	writeRow := func(y int, row []byte) {

@@ -436,3 +436,22 @@ func TestTimingsAccumulate(t *testing.T) {
 		t.Fatalf("after a failed Apply: %+v (before %+v), want only decode time to change", bad, enc)
 	}
 }
+
+// Decode decodes at the size Apply would (DCT-scaled for JPEG) and checks
+// the bytes as Apply does.
+func TestDecodeAlone(t *testing.T) {
+	tr := mustTransformer(t, Spec{Width: 128, Height: 128, Mode: Letterbox, DType: dtype.F16})
+	data := encodeJPEG(t, rgbToRGBA(gradientNoiseRGB(640, 360, 7, 12), 640, 360), 90)
+	w, h, err := tr.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 640x360 into 128x128 (content 128x72): 1/4 scale, the largest
+	// that keeps the content size.
+	if w != 160 || h != 90 {
+		t.Errorf("decoded %dx%d, want 160x90 (1/4 scale)", w, h)
+	}
+	if _, _, err := tr.Decode(data[:len(data)/2]); !errors.Is(err, ErrDecode) {
+		t.Errorf("truncated JPEG: %v, want ErrDecode", err)
+	}
+}

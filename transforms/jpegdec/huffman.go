@@ -204,6 +204,11 @@ func (b *bitReader) decode(h *huffTable) (v uint8, ok bool) {
 		b.n -= l
 		return uint8(e >> 8), true
 	}
+	return b.decodeLong(h)
+}
+
+// decodeLong is decode for a code longer than lookBits (or none).
+func (b *bitReader) decodeLong(h *huffTable) (v uint8, ok bool) {
 	for l := lookBits + 1; l <= 16; l++ {
 		code := int32(b.acc >> (64 - uint(l)))
 		if code <= h.maxCode[l] {

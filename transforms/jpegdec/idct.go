@@ -193,34 +193,94 @@ func idct4x4Step(c0, c1, c2, c3, c5, c6, c7 int32) (o0, o1, o2, o3 int32) {
 	return t10 + odd2, t12 + odd0, t12 - odd0, t10 - odd2
 }
 
-// idct4 writes the 4x4 samples of a block at 1/2 scale.
+// idct4 writes the 4x4 samples of a block at 1/2 scale: columns 0..7 but
+// 4 to four work rows, then each row to four samples. Written out
+// (constant indices, no loops or bounds checks), the same int32 operations
+// in the same order as the loops it replaced (TestOutputsPinned).
 func idct4(b *[blockSize]int32, dst []byte, stride int) {
+	const s1 = constBits - pass1Bits + 1
+	const s2 = constBits + pass1Bits + 3 + 1
 	var ws [8 * 4]int32 // columns 0..7 (4 unused) x 4 rows
-	for col := 0; col < 8; col++ {
-		if col == 4 {
-			continue
-		}
-		if b[8+col]|b[16+col]|b[24+col]|b[40+col]|b[48+col]|b[56+col] == 0 {
-			v := b[col] << pass1Bits
-			ws[col], ws[8+col], ws[16+col], ws[24+col] = v, v, v, v
-			continue
-		}
-		o0, o1, o2, o3 := idct4x4Step(b[col], b[8+col], b[16+col], b[24+col], b[40+col], b[48+col], b[56+col])
-		const s = constBits - pass1Bits + 1
-		ws[col], ws[8+col], ws[16+col], ws[24+col] = descale(o0, s), descale(o1, s), descale(o2, s), descale(o3, s)
+	if b[8]|b[16]|b[24]|b[40]|b[48]|b[56] == 0 {
+		v := b[0] << pass1Bits
+		ws[0], ws[8], ws[16], ws[24] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[0], b[8], b[16], b[24], b[40], b[48], b[56])
+		ws[0], ws[8], ws[16], ws[24] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
 	}
-	for r := 0; r < 4; r++ {
-		w := ws[8*r : 8*r+8 : 8*r+8]
-		out := dst[r*stride : r*stride+4 : r*stride+4]
-		if w[1]|w[2]|w[3]|w[5]|w[6]|w[7] == 0 {
-			v := clampSample(descale(w[0], pass1Bits+3))
-			out[0], out[1], out[2], out[3] = v, v, v, v
-			continue
-		}
-		o0, o1, o2, o3 := idct4x4Step(w[0], w[1], w[2], w[3], w[5], w[6], w[7])
-		const s = constBits + pass1Bits + 3 + 1
-		out[0], out[1], out[2], out[3] = clampSample(descale(o0, s)), clampSample(descale(o1, s)),
-			clampSample(descale(o2, s)), clampSample(descale(o3, s))
+	if b[9]|b[17]|b[25]|b[41]|b[49]|b[57] == 0 {
+		v := b[1] << pass1Bits
+		ws[1], ws[9], ws[17], ws[25] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[1], b[9], b[17], b[25], b[41], b[49], b[57])
+		ws[1], ws[9], ws[17], ws[25] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if b[10]|b[18]|b[26]|b[42]|b[50]|b[58] == 0 {
+		v := b[2] << pass1Bits
+		ws[2], ws[10], ws[18], ws[26] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[2], b[10], b[18], b[26], b[42], b[50], b[58])
+		ws[2], ws[10], ws[18], ws[26] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if b[11]|b[19]|b[27]|b[43]|b[51]|b[59] == 0 {
+		v := b[3] << pass1Bits
+		ws[3], ws[11], ws[19], ws[27] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[3], b[11], b[19], b[27], b[43], b[51], b[59])
+		ws[3], ws[11], ws[19], ws[27] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if b[13]|b[21]|b[29]|b[45]|b[53]|b[61] == 0 {
+		v := b[5] << pass1Bits
+		ws[5], ws[13], ws[21], ws[29] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[5], b[13], b[21], b[29], b[45], b[53], b[61])
+		ws[5], ws[13], ws[21], ws[29] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if b[14]|b[22]|b[30]|b[46]|b[54]|b[62] == 0 {
+		v := b[6] << pass1Bits
+		ws[6], ws[14], ws[22], ws[30] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[6], b[14], b[22], b[30], b[46], b[54], b[62])
+		ws[6], ws[14], ws[22], ws[30] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if b[15]|b[23]|b[31]|b[47]|b[55]|b[63] == 0 {
+		v := b[7] << pass1Bits
+		ws[7], ws[15], ws[23], ws[31] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(b[7], b[15], b[23], b[31], b[47], b[55], b[63])
+		ws[7], ws[15], ws[23], ws[31] = descale(o0, s1), descale(o1, s1), descale(o2, s1), descale(o3, s1)
+	}
+	if out := dst[0 : 0+4 : 0+4]; ws[1]|ws[2]|ws[3]|ws[5]|ws[6]|ws[7] == 0 {
+		v := clampSample(descale(ws[0], pass1Bits+3))
+		out[0], out[1], out[2], out[3] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(ws[0], ws[1], ws[2], ws[3], ws[5], ws[6], ws[7])
+		out[0], out[1], out[2], out[3] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2)),
+			clampSample(descale(o2, s2)), clampSample(descale(o3, s2))
+	}
+	if out := dst[1*stride : 1*stride+4 : 1*stride+4]; ws[9]|ws[10]|ws[11]|ws[13]|ws[14]|ws[15] == 0 {
+		v := clampSample(descale(ws[8], pass1Bits+3))
+		out[0], out[1], out[2], out[3] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(ws[8], ws[9], ws[10], ws[11], ws[13], ws[14], ws[15])
+		out[0], out[1], out[2], out[3] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2)),
+			clampSample(descale(o2, s2)), clampSample(descale(o3, s2))
+	}
+	if out := dst[2*stride : 2*stride+4 : 2*stride+4]; ws[17]|ws[18]|ws[19]|ws[21]|ws[22]|ws[23] == 0 {
+		v := clampSample(descale(ws[16], pass1Bits+3))
+		out[0], out[1], out[2], out[3] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(ws[16], ws[17], ws[18], ws[19], ws[21], ws[22], ws[23])
+		out[0], out[1], out[2], out[3] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2)),
+			clampSample(descale(o2, s2)), clampSample(descale(o3, s2))
+	}
+	if out := dst[3*stride : 3*stride+4 : 3*stride+4]; ws[25]|ws[26]|ws[27]|ws[29]|ws[30]|ws[31] == 0 {
+		v := clampSample(descale(ws[24], pass1Bits+3))
+		out[0], out[1], out[2], out[3] = v, v, v, v
+	} else {
+		o0, o1, o2, o3 := idct4x4Step(ws[24], ws[25], ws[26], ws[27], ws[29], ws[30], ws[31])
+		out[0], out[1], out[2], out[3] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2)),
+			clampSample(descale(o2, s2)), clampSample(descale(o3, s2))
 	}
 }
 
@@ -232,29 +292,68 @@ func idct2x2Step(c0, c1, c3, c5, c7 int32) (o0, o1 int32) {
 	return t10 + t0, t10 - t0
 }
 
-// idct2 writes the 2x2 samples of a block at 1/4 scale.
+// idct2 writes the 2x2 samples of a block at 1/4 scale: columns 0, 1, 3,
+// 5, 7 to two work rows (r0c, r1c), then each row to two samples. Written
+// out (constant indices, no loop or bounds checks), the same int32
+// operations in the same order as the loop it replaced, so the samples are
+// the same (TestOutputsPinned).
 func idct2(b *[blockSize]int32, dst []byte, stride int) {
-	var ws [8 * 2]int32
-	for _, col := range [...]int{0, 1, 3, 5, 7} {
-		if b[8+col]|b[24+col]|b[40+col]|b[56+col] == 0 {
-			v := b[col] << pass1Bits
-			ws[col], ws[8+col] = v, v
-			continue
-		}
-		o0, o1 := idct2x2Step(b[col], b[8+col], b[24+col], b[40+col], b[56+col])
-		const s = constBits - pass1Bits + 2
-		ws[col], ws[8+col] = descale(o0, s), descale(o1, s)
+	const s1 = constBits - pass1Bits + 2
+	const s2 = constBits + pass1Bits + 3 + 2
+	var r00, r10 int32
+	if b[8]|b[24]|b[40]|b[56] == 0 {
+		r00 = b[0] << pass1Bits
+		r10 = r00
+	} else {
+		o0, o1 := idct2x2Step(b[0], b[8], b[24], b[40], b[56])
+		r00, r10 = descale(o0, s1), descale(o1, s1)
 	}
-	for r := 0; r < 2; r++ {
-		w := ws[8*r : 8*r+8 : 8*r+8]
-		out := dst[r*stride : r*stride+2 : r*stride+2]
-		if w[1]|w[3]|w[5]|w[7] == 0 {
-			v := clampSample(descale(w[0], pass1Bits+3))
-			out[0], out[1] = v, v
-			continue
-		}
-		o0, o1 := idct2x2Step(w[0], w[1], w[3], w[5], w[7])
-		const s = constBits + pass1Bits + 3 + 2
-		out[0], out[1] = clampSample(descale(o0, s)), clampSample(descale(o1, s))
+	var r01, r11 int32
+	if b[9]|b[25]|b[41]|b[57] == 0 {
+		r01 = b[1] << pass1Bits
+		r11 = r01
+	} else {
+		o0, o1 := idct2x2Step(b[1], b[9], b[25], b[41], b[57])
+		r01, r11 = descale(o0, s1), descale(o1, s1)
+	}
+	var r03, r13 int32
+	if b[11]|b[27]|b[43]|b[59] == 0 {
+		r03 = b[3] << pass1Bits
+		r13 = r03
+	} else {
+		o0, o1 := idct2x2Step(b[3], b[11], b[27], b[43], b[59])
+		r03, r13 = descale(o0, s1), descale(o1, s1)
+	}
+	var r05, r15 int32
+	if b[13]|b[29]|b[45]|b[61] == 0 {
+		r05 = b[5] << pass1Bits
+		r15 = r05
+	} else {
+		o0, o1 := idct2x2Step(b[5], b[13], b[29], b[45], b[61])
+		r05, r15 = descale(o0, s1), descale(o1, s1)
+	}
+	var r07, r17 int32
+	if b[15]|b[31]|b[47]|b[63] == 0 {
+		r07 = b[7] << pass1Bits
+		r17 = r07
+	} else {
+		o0, o1 := idct2x2Step(b[7], b[15], b[31], b[47], b[63])
+		r07, r17 = descale(o0, s1), descale(o1, s1)
+	}
+	out0 := dst[0 : 0+2 : 0+2]
+	if r01|r03|r05|r07 == 0 {
+		v := clampSample(descale(r00, pass1Bits+3))
+		out0[0], out0[1] = v, v
+	} else {
+		o0, o1 := idct2x2Step(r00, r01, r03, r05, r07)
+		out0[0], out0[1] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2))
+	}
+	out1 := dst[stride : stride+2 : stride+2]
+	if r11|r13|r15|r17 == 0 {
+		v := clampSample(descale(r10, pass1Bits+3))
+		out1[0], out1[1] = v, v
+	} else {
+		o0, o1 := idct2x2Step(r10, r11, r13, r15, r17)
+		out1[0], out1[1] = clampSample(descale(o0, s2)), clampSample(descale(o1, s2))
 	}
 }

@@ -244,9 +244,18 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 			hasAC = true
 			continue
 		}
-		v, ok := br.decode(ac)
-		if !ok {
-			return false, formatError("bad Huffman code")
+		// decode, with its table read here (decode does not inline).
+		var v uint8
+		if le := ac.look[br.acc>>(64-lookBits)]; le != 0 {
+			l := uint(le & 0x1f)
+			br.acc <<= l
+			br.n -= l
+			v = uint8(le >> 8)
+		} else {
+			var ok bool
+			if v, ok = br.decodeLong(ac); !ok {
+				return false, formatError("bad Huffman code")
+			}
 		}
 		r, s := v>>4, v&0x0f
 		if s != 0 {
