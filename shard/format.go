@@ -533,7 +533,7 @@ func SamplesPerShard(l Layout, targetBytes int64) int {
 
 // sections holds the absolute offsets of every section of a shard.
 type sections struct {
-	imageOffset   uint64
+	imageOffset uint64
 	// compactOffset is where the compact header is (Compact only; 0
 	// otherwise): the end of the stored regions rounded up to 8.
 	compactOffset uint64
