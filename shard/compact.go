@@ -329,3 +329,14 @@ func appendRegion(out, img []byte, l Layout, g Region) []byte {
 	}
 	return out
 }
+
+// String is how errors show a layout: the fields as %+v shows a struct,
+// Compact and Pad only when Compact is set (so the messages about the
+// other layouts read as before those fields existed).
+func (l Layout) String() string {
+	s := fmt.Sprintf("{DType:%s Width:%d Height:%d Channels:%d MaxBoxes:%d ExtraF32:%d", l.DType, l.Width, l.Height, l.Channels, l.MaxBoxes, l.ExtraF32)
+	if l.Compact || l.Pad != 0 {
+		s += fmt.Sprintf(" Compact:%v Pad:%d", l.Compact, l.Pad)
+	}
+	return s + "}"
+}
