@@ -193,3 +193,33 @@ func quoteBytes(b []byte) string {
 	}
 	return string(append(out, '"'))
 }
+
+// TestCompactWorkedExample is the worked example of docs/format/shard.md,
+// "Compact images", byte for byte where it gives offsets.
+func TestCompactWorkedExample(t *testing.T) {
+	l := Layout{DType: U8, Width: 4, Height: 3, Channels: 3, MaxBoxes: 1, Compact: true, Pad: 9}
+	img0 := bytes.Repeat([]byte{9}, int(l.ImageBytes()))
+	img0[1*4+1], img0[2*12+1*4+2] = 200, 7 // (1,1) in channel 0, (2,1) in channel 2
+	img1 := bytes.Repeat([]byte{9}, int(l.ImageBytes()))
+	b, _ := writeShard(t, l, 2, []Sample{{Image: img0}, {Image: img1}})
+	r := mustParse(t, b)
+	h := r.Header()
+	if h.ImageOffset != 80 || h.BoxesOffset != 136 || h.MaskOffset != 168 || h.MetaOffset != 176 || h.ChecksumOffset != 376 || len(b) != 404 {
+		t.Fatalf("header %+v, %d bytes", h, len(b))
+	}
+	if g := r.Region(0); g != (Region{Offset: 80, X: 1, Y: 1, W: 2, H: 1}) {
+		t.Fatalf("region 0 %+v", g)
+	}
+	if g := r.Region(1); g != (Region{Offset: 86}) {
+		t.Fatalf("region 1 %+v", g)
+	}
+	if got := b[80:88]; !bytes.Equal(got, []byte{200, 9, 9, 9, 9, 7, 0, 0}) {
+		t.Fatalf("regions and padding % x", got)
+	}
+	if got := b[88:104]; !bytes.Equal(got, append([]byte("TWCP\x01\x00\x00\x00\x09"), make([]byte, 7)...)) {
+		t.Fatalf("compact header % x", got)
+	}
+	if !bytes.Equal(r.Image(0), img0) || !bytes.Equal(r.Image(1), img1) {
+		t.Fatal("images differ")
+	}
+}

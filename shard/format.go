@@ -63,8 +63,9 @@
 //	2        the meta section (TWMD)               meta_offset != 0, checksum_offset 0
 //	3        the checksum section (TWCK)           meta_offset != 0, checksum_offset != 0
 //	4        dtype U8 (u8 images, padding after)   as 3; dtype may be 2
+//	5        compact images (TWCP, compact.go)     as 3; dtype must be 2
 //
-// The Writer writes 3, or 4 for U8. From Version2 on a reader decides by
+// The Writer writes 3, or 4 for U8, or 5 for a Compact layout. From Version2 on a reader decides by
 // the version: a section the version has must have a non-zero offset, one it
 // does not have a zero offset, and dtype 2 needs Version4; anything else is
 // corrupt. Shards written before versions named features (code_version
