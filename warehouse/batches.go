@@ -104,6 +104,11 @@ type BatchOptions struct {
 	// Workers is how many goroutines fill batches; 0 means
 	// min(Prefetch, GOMAXPROCS).
 	Workers int
+	// ReadAhead is how many batches past the one being filled have their
+	// shard byte ranges advised to the kernel (posix_fadvise WILLNEED,
+	// readahead.go), for reads from a cold page cache; 0 means 4,
+	// negative turns it off.
+	ReadAhead int
 }
 
 func (o *BatchOptions) resolve() error {
@@ -604,6 +609,7 @@ func (it *BatchIterator) dispatch(jobs chan<- *batchJob) {
 		case <-it.ctx.Done():
 			return
 		}
+		it.readAhead(t) // readahead.go
 		b.Epoch, b.Number, b.Repeats = it.opts.Epoch, t, p.Repeats
 		copy(b.Indices, p.Indices)
 		job := &batchJob{batch: b, done: make(chan struct{})}
