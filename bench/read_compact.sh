@@ -15,9 +15,8 @@
 #
 # Cold: cat and `load` run in a fresh process after the eviction, one epoch
 # each (load's seconds start after Open); the torch loader and FFCV run a
-# warm-up epoch, then evict before each timed epoch (FFCV with
-# os_cache=False, as it advises for data that does not stay cached: see
-# bench/read_compact.py). Warm: the same after reading every file twice.
+# warm-up epoch, then evict before each timed epoch (FFCV's mapping of the
+# .beton is dropped with MADV_DONTNEED first: see bench/read_compact.py). Warm: the same after reading every file twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -88,12 +87,12 @@ cat_epochs() {
   done
   echo "$1 $((n * EPOCHS)) $secs $((bytes * EPOCHS))" | tee -a "$results" >&2
 }
-# go_load LABEL MODE DIR: EPOCHS one-epoch loads (global shuffle), each a fresh process.
+# go_load LABEL MODE DIR [FLAGS]: EPOCHS one-epoch loads (global shuffle), each a fresh process.
 go_load() {
   local s=0 secs=0 b=0 line
   for _ in $(seq "$EPOCHS"); do
     [ "$2" = cold ] && evict "$3/shards"
-    line=$("$WH" load --tensor-warehouse "$3" --batch "$BATCH" --epochs 1 --shuffle global --json --quiet |
+    line=$("$WH" load --tensor-warehouse "$3" --batch "$BATCH" --epochs 1 --shuffle global --json --quiet "${@:4}" |
       "$PY" -c 'import json, sys; r = json.load(sys.stdin); print(r["samples"], r["seconds"], r["bytes"])')
     read -r ls lsec lb <<<"$line"
     s=$((s + ls)); b=$((b + lb)); secs=$(awk -v a="$secs" -v c="$lsec" 'BEGIN { print a + c }')
@@ -109,6 +108,7 @@ for round in $(seq "$ROUNDS"); do
       [ "$mode" = warm ] && warm "$d"/shards/*
       cat_epochs "cat-$v-$mode" "$mode" "$d"
       go_load "go-load-$v-$mode" "$mode" "$d"
+      go_load "go-load-nora-$v-$mode" "$mode" "$d" --read-ahead -1   # without read-ahead
       cold=""; [ "$mode" = cold ] && cold=--cold
       record "torch-w1-$v-$mode" "$("$PY" bench/read_compact.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" --workers 1 $cold)"
     done
@@ -142,4 +142,7 @@ for m in ("cold", "warm"):
     ratio(f"torch-w1-plain-{m}", f"ffcv-w1-{m}", "samples/s")
     ratio(f"go-load-compact-{m}", f"cat-compact-{m}", "samples/s")
     ratio(f"go-load-plain-{m}", f"cat-plain-{m}", "samples/s")
+    ratio(f"go-load-nora-plain-{m}", f"cat-plain-{m}", "samples/s")
+    ratio(f"go-load-nora-compact-{m}", f"cat-compact-{m}", "samples/s")
+    ratio(f"go-load-plain-{m}", f"go-load-nora-plain-{m}", "samples/s")
 PYEOF
