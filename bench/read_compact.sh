@@ -14,7 +14,9 @@
 # (longer side SIZE, no padding: bench/read_ffcv.py write).
 #
 # Cold: cat and `load` run in a fresh process after the eviction, one epoch
-# each (load's seconds start after Open); the torch loader and FFCV run a
+# each (load's seconds start after Open; --no-verify-samples, as the timed
+# epochs of the Python readers, whose warm-up epoch checked every CRC, are
+# unchecked; go-load-nora-* is the same without read-ahead); the torch loader and FFCV run a
 # warm-up epoch, then evict before each timed epoch (FFCV's mapping of the
 # .beton is dropped with MADV_DONTNEED first: see bench/read_compact.py). Warm: the same after reading every file twice.
 set -euo pipefail
@@ -92,7 +94,7 @@ go_load() {
   local s=0 secs=0 b=0 line
   for _ in $(seq "$EPOCHS"); do
     [ "$2" = cold ] && evict "$3/shards"
-    line=$("$WH" load --tensor-warehouse "$3" --batch "$BATCH" --epochs 1 --shuffle global --json --quiet "${@:4}" |
+    line=$("$WH" load --tensor-warehouse "$3" --batch "$BATCH" --epochs 1 --shuffle global --no-verify-samples --json --quiet "${@:4}" |
       "$PY" -c 'import json, sys; r = json.load(sys.stdin); print(r["samples"], r["seconds"], r["bytes"])')
     read -r ls lsec lb <<<"$line"
     s=$((s + ls)); b=$((b + lb)); secs=$(awk -v a="$secs" -v c="$lsec" 'BEGIN { print a + c }')
@@ -125,6 +127,8 @@ du -b "${dir[plain]}/shards" "${dir[compact]}/shards" "$beton" | awk '{ printf "
 import collections, statistics, sys
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
+    if len(line.split()) != 4:  # a reader that failed: its output is above
+        continue
     label, samples, secs, nbytes = line.split()
     runs[label].append((int(samples) / float(secs), int(nbytes) / float(secs) / 1e9))
 med = {k: (statistics.median(s for s, _ in v), statistics.median(g for _, g in v)) for k, v in runs.items()}
