@@ -16,7 +16,7 @@
 # Cold: cat and `load` run in a fresh process after the eviction, one epoch
 # each (load's seconds start after Open; --no-verify-samples, as the timed
 # epochs of the Python readers, whose warm-up epoch checked every CRC, are
-# unchecked; go-load-nora-* is the same without read-ahead); the torch loader and FFCV run a
+# unchecked; go-load-ra-* is the same with --read-ahead 4); the torch loader and FFCV run a
 # warm-up epoch, then evict before each timed epoch (FFCV's mapping of the
 # .beton is dropped with MADV_DONTNEED first: see bench/read_compact.py). Warm: the same after reading every file twice.
 set -euo pipefail
@@ -110,7 +110,7 @@ for round in $(seq "$ROUNDS"); do
       [ "$mode" = warm ] && warm "$d"/shards/*
       cat_epochs "cat-$v-$mode" "$mode" "$d"
       go_load "go-load-$v-$mode" "$mode" "$d"
-      go_load "go-load-nora-$v-$mode" "$mode" "$d" --read-ahead -1   # without read-ahead
+      go_load "go-load-ra-$v-$mode" "$mode" "$d" --read-ahead 4   # with read-ahead
       cold=""; [ "$mode" = cold ] && cold=--cold
       record "torch-w1-$v-$mode" "$("$PY" bench/read_compact.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" --workers 1 $cold)"
     done
@@ -146,7 +146,8 @@ for m in ("cold", "warm"):
     ratio(f"torch-w1-plain-{m}", f"ffcv-w1-{m}", "samples/s")
     ratio(f"go-load-compact-{m}", f"cat-compact-{m}", "samples/s")
     ratio(f"go-load-plain-{m}", f"cat-plain-{m}", "samples/s")
-    ratio(f"go-load-nora-plain-{m}", f"cat-plain-{m}", "samples/s")
-    ratio(f"go-load-nora-compact-{m}", f"cat-compact-{m}", "samples/s")
-    ratio(f"go-load-plain-{m}", f"go-load-nora-plain-{m}", "samples/s")
+    ratio(f"go-load-ra-plain-{m}", f"cat-plain-{m}", "samples/s")
+    ratio(f"go-load-ra-compact-{m}", f"cat-compact-{m}", "samples/s")
+    ratio(f"go-load-ra-plain-{m}", f"go-load-plain-{m}", "samples/s")
+    ratio(f"go-load-ra-compact-{m}", f"go-load-compact-{m}", "samples/s")
 PYEOF

@@ -106,8 +106,8 @@ type BatchOptions struct {
 	Workers int
 	// ReadAhead is how many batches past the one being filled have their
 	// shard byte ranges advised to the kernel (posix_fadvise WILLNEED,
-	// readahead.go), for reads from a cold page cache; 0 means 4,
-	// negative turns it off.
+	// readahead.go), for reads from a cold page cache; 0 (the default)
+	// is off until measured to help.
 	ReadAhead int
 }
 

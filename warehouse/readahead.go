@@ -9,20 +9,14 @@ import "os"
 // (a queue depth of Workers). On a warm page cache the advice costs a
 // system call per run and changes nothing.
 
-// defaultReadAhead is how many batches past the one being dispatched the
-// iterator advises; BatchOptions.ReadAhead overrides it.
-const defaultReadAhead = 4
+// It is off by default (BatchOptions.ReadAhead 0) until it is measured
+// to help: on the shared 2-core machine where it was written every reader
+// was CPU-bound, cold or warm, and the advice showed no gain
+// (docs/performance.md, "Compact images and cold reads").
 
-// readAheadBatches resolves BatchOptions.ReadAhead: 0 is the default,
-// negative is off.
+// readAheadBatches resolves BatchOptions.ReadAhead: 0 or negative is off.
 func readAheadBatches(o BatchOptions) int {
-	switch {
-	case o.ReadAhead < 0:
-		return 0
-	case o.ReadAhead == 0:
-		return defaultReadAhead
-	}
-	return o.ReadAhead
+	return max(o.ReadAhead, 0)
 }
 
 // readAhead advises the page ranges of the batches the iterator will need

@@ -115,7 +115,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", 0, "shuffle seed; every rank must use the same")
 	fs.StringVar(&o.Remainder, "remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
 	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
-	fs.IntVar(&o.ReadAhead, "read-ahead", 0, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) for cold reads; 0 = 4, -1 = off")
+	fs.IntVar(&o.ReadAhead, "read-ahead", 0, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) for cold reads; 0 = off")
 	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
 	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
 	fs.BoolVar(&o.VerifyChecksums, "verify-checksums", false, "sha256 each shard when first mapped and refuse a mismatch")
