@@ -93,9 +93,17 @@ def restore(dst, region, entry, pad):
     """Write one whole image into ``dst`` (C, H, W) uint8: ``pad`` around the entry's
     rectangle, the region's bytes (C, h, w) inside it."""
     x, y, w, h = int(entry["x"]), int(entry["y"]), int(entry["w"]), int(entry["h"])
-    dst[...] = pad
-    if w and h:
-        dst[:, y:y + h, x:x + w] = np.frombuffer(region, np.uint8).reshape(dst.shape[0], h, w)
+    if not (w and h):
+        dst[...] = pad
+        return
+    # Each byte written once: the pad bands around the rectangle, then the region.
+    dst[:, :y] = pad
+    dst[:, y + h:] = pad
+    if x:
+        dst[:, y:y + h, :x] = pad
+    if x + w < dst.shape[2]:
+        dst[:, y:y + h, x + w:] = pad
+    dst[:, y:y + h, x:x + w] = np.frombuffer(region, np.uint8).reshape(dst.shape[0], h, w)
 
 
 def image(raw, sections, layout, j):
