@@ -52,6 +52,13 @@ type Config struct {
 	// file's name without its extension (ConfigName).
 	Name string `json:"name"`
 
+	// CompactImages stores each u8 image as the rectangle of pixels that
+	// differ from pad_value (shard_version 5, docs/format/shard.md,
+	// "Compact images"): the letterbox's padding is not stored, readers
+	// restore it and hand out the same tensors. u8 only; part of the
+	// version when enabled.
+	CompactImages bool `json:"compact_images"`
+
 	// Path is the file the config was read from; Dir its directory.
 	Path string `json:"-"`
 	Dir  string `json:"-"`
@@ -245,6 +252,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DType != "f16" && c.DType != "f32" && c.DType != "u8" {
 		bad("dtype %q: must be f16, f32 or u8", c.DType)
+	}
+	if c.CompactImages && c.DType != "u8" {
+		bad("compact_images: needs dtype u8, not %q", c.DType)
 	}
 	if c.MaxBoxes < 1 || c.MaxBoxes > 4096 {
 		bad("max_boxes %d: must be 1..4096", c.MaxBoxes)

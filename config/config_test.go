@@ -27,6 +27,7 @@ func TestParseErrors(t *testing.T) {
 		{"trailing data", "{\"source\": {\"root\": \"x\"}} {}", `unexpected data after the top-level object`},
 		{"missing root", `{}`, `source.root is required`},
 		{"bad dtype", `{"source": {"root": "x"}, "dtype": "bf16"}`, `dtype "bf16": must be f16, f32 or u8`},
+		{"compact f16", `{"source": {"root": "x"}, "compact_images": true}`, `compact_images: needs dtype u8, not "f16"`},
 		{"bad mode", `{"source": {"root": "x"}, "resize_mode": "crop"}`, `resize_mode "crop"`},
 		{"bad size", `{"source": {"root": "x"}, "target_size": [0, 10]}`, `target_size[0] = 0`},
 		{"bad pad", `{"source": {"root": "x"}, "pad_value": 256}`, `pad_value 256`},

@@ -55,7 +55,11 @@ func transformSpec(c *config.Config) transforms.Spec {
 // shardLayout is the fixed per-sample layout of every shard of a build;
 // extraF32 is the number of float32 extras per sample.
 func shardLayout(c *config.Config, extraF32 int) shard.Layout {
-	return shard.Layout{DType: outputDType(c), Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
+	l := shard.Layout{DType: outputDType(c), Width: c.TargetSize[0], Height: c.TargetSize[1], Channels: 3, MaxBoxes: c.MaxBoxes, ExtraF32: extraF32}
+	if c.CompactImages {
+		l.Compact, l.Pad = true, uint8(c.PadValue)
+	}
+	return l
 }
 
 // datasetRoot is the source root as the config spells it, cleaned and
@@ -81,7 +85,7 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	}
 	r.Set("format_version", warehouse.FormatVersion)
 	r.Set("code_version", CodeVersion)
-	r.Set("shard_version", uint32(shardLayout(c, 0).Version())) // what the Writer writes: 3, 4 for U8
+	r.Set("shard_version", uint32(shardLayout(c, 0).Version())) // what the Writer writes: 3, 4 for U8, 5 compact
 	r.Set("dataset_root", datasetRoot(c))
 	// The source's keys: its kind, the keys every recipe has and the ones
 	// only its kind records (a key a kind does not record is absent from
@@ -106,6 +110,10 @@ func versionRecipe(c *config.Config, extras []sources.ExtraSpec) *warehouse.Reci
 	r.Set("normalize.mean", floats(c.Normalize.Mean))
 	r.Set("normalize.std", floats(c.Normalize.Std))
 	r.Set("dtype", c.DType)
+	// Absent unless enabled, so versions built without it keep their ids.
+	if c.CompactImages {
+		r.Set("compact_images", true)
+	}
 	r.Set("max_boxes", c.MaxBoxes)
 	r.Set("skip_empty", c.SkipEmpty)
 	r.Set("classes", strings.Join(c.Classes, ","))

@@ -63,8 +63,9 @@
 //	2        the meta section (TWMD)               meta_offset != 0, checksum_offset 0
 //	3        the checksum section (TWCK)           meta_offset != 0, checksum_offset != 0
 //	4        dtype U8 (u8 images, padding after)   as 3; dtype may be 2
+//	5        compact images (TWCP, compact.go)     as 3; dtype must be 2
 //
-// The Writer writes 3, or 4 for U8. From Version2 on a reader decides by
+// The Writer writes 3, or 4 for U8, or 5 for a Compact layout. From Version2 on a reader decides by
 // the version: a section the version has must have a non-zero offset, one it
 // does not have a zero offset, and dtype 2 needs Version4; anything else is
 // corrupt. Shards written before versions named features (code_version
@@ -276,10 +277,16 @@ const (
 	// carry it too; the Writer gives them Version3.
 	Version4 Version = 4
 
+	// Version5 adds the compact image section (TWCP, compact.go): a U8
+	// shard stores of each image only the rectangle that differs from the
+	// pad value, and a table of the rectangles; readers restore the pad.
+	// Version5 shards are U8 only.
+	Version5 Version = 5
+
 	// MinSupportedVersion and MaxSupportedVersion bound the versions this
 	// package reads; any other shard_version is rejected.
 	MinSupportedVersion = Version1
-	MaxSupportedVersion = Version4
+	MaxSupportedVersion = Version5
 )
 
 // HasMeta reports whether every shard of version v has a meta section:
@@ -302,6 +309,9 @@ func (v Version) HasU8() bool { return v >= Version4 }
 // lowest version that has every feature they use. The Writer always writes
 // the meta and checksum sections, so that is Version3, or Version4 for U8.
 func (l Layout) Version() Version {
+	if l.Compact {
+		return Version5
+	}
 	if l.DType == U8 {
 		return Version4
 	}
@@ -393,6 +403,11 @@ type Layout struct {
 	// ExtraF32 is the number of f32 extras per sample in the meta section;
 	// 0 for image-only sources.
 	ExtraF32 int
+	// Compact stores the images in the compact image section (Version5,
+	// U8 only): each image's rectangle of pixels that differ from Pad, the
+	// rest restored by readers. Pad is 0 when Compact is false.
+	Compact bool
+	Pad     uint8
 }
 
 // Validate reports whether the layout is within the format's limits.
@@ -420,6 +435,10 @@ func (l Layout) problem() string {
 		return fmt.Sprintf("max_boxes %d out of range [0, %d]", l.MaxBoxes, MaxBoxesLimit)
 	case l.ExtraF32 < 0 || l.ExtraF32 > ExtraF32Limit:
 		return fmt.Sprintf("extra_f32 %d out of range [0, %d]", l.ExtraF32, ExtraF32Limit)
+	case l.Compact && l.DType != U8:
+		return fmt.Sprintf("compact images need dtype U8, not %s", l.DType)
+	case !l.Compact && l.Pad != 0:
+		return fmt.Sprintf("pad %d without compact images", l.Pad)
 	}
 	return ""
 }
@@ -450,12 +469,17 @@ func (l Layout) RecordSize() int {
 // most 7 bytes of padding after the images (U8 only) + at most 7 bytes of
 // padding + MetaHeaderSize + at most 7 bytes of padding + the checksum
 // section's header and table CRC.
+//
+// For a Compact layout it is the most a sample can add (its whole image
+// stored, and its 16-byte entry in the compact table).
 func (l Layout) SampleBytes() int64 {
-	return l.ImageBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes() + checksumBytes
+	return l.ImageBytes() + l.compactEntryBytes() + l.boxBytes() + l.maskBytes() + int64(l.RecordSize()) + l.extraBytes() + checksumBytes
 }
 
 // FileSize is the exact size of a shard of this layout holding samples
-// samples, as the Writer makes it: meta and checksum sections included. It
+// samples, as the Writer makes it: meta and checksum sections included (for
+// a Compact layout, the largest: every image stored whole; see
+// CompactFileSizeRange). It
 // returns -1 if the layout is invalid, samples is negative, or the size does
 // not fit in an int.
 func (l Layout) FileSize(samples int) int64 {
@@ -484,16 +508,21 @@ func (l Layout) fileSize(samples int, withChecksums bool) int64 {
 // the header, the worst-case padding after the images (U8), before the meta
 // section and before the checksum section, the meta header, and the
 // checksum header and table CRC.
+// A compact shard adds its compact header (CompactHeaderSize).
 const fixedOverhead = HeaderSize + 3*(sectionAlign-1) + MetaHeaderSize + ChecksumHeaderSize + checksumBytes
 
 // SamplesPerShard returns how many samples of layout l fit in a shard of at
 // most targetBytes, and at least 1 (a single sample may exceed the target).
 func SamplesPerShard(l Layout, targetBytes int64) int {
 	per := l.SampleBytes()
-	if l.Validate() != nil || per <= 0 || targetBytes <= fixedOverhead {
+	overhead := int64(fixedOverhead)
+	if l.Compact {
+		overhead += CompactHeaderSize
+	}
+	if l.Validate() != nil || per <= 0 || targetBytes <= overhead {
 		return 1
 	}
-	n := (targetBytes - fixedOverhead) / per
+	n := (targetBytes - overhead) / per
 	if n < 1 {
 		return 1
 	}
@@ -505,7 +534,10 @@ func SamplesPerShard(l Layout, targetBytes int64) int {
 
 // sections holds the absolute offsets of every section of a shard.
 type sections struct {
-	imageOffset   uint64
+	imageOffset uint64
+	// compactOffset is where the compact header is (Compact only; 0
+	// otherwise): the end of the stored regions rounded up to 8.
+	compactOffset uint64
 	boxesOffset   uint64
 	maskOffset    uint64
 	maskEnd       uint64
@@ -523,8 +555,14 @@ type sections struct {
 // lies. The arithmetic is overflow checked: ok is false when any offset would
 // exceed math.MaxInt, so a header claiming 2^63 samples is an error instead of
 // a wrapped size. l must be valid.
+//
+// For a Compact layout the images are taken at their largest, every image
+// stored whole (compactSections places them as stored).
 func (l Layout) sections(samples uint64, withMeta, withChecksums bool) (s sections, ok bool) {
 	var c sizeCalc
+	if l.Compact {
+		return l.compactSections(samples, c.mul(samples, uint64(l.ImageBytes())), c, withMeta, withChecksums)
+	}
 	s.imageOffset = HeaderSize
 	// U8 images are followed by zero padding to a multiple of 8, where
 	// their F32 boxes start; F16 and F32 boxes follow the images directly
@@ -533,6 +571,12 @@ func (l Layout) sections(samples uint64, withMeta, withChecksums bool) (s sectio
 	if l.DType == U8 {
 		s.boxesOffset = c.add(s.boxesOffset, sectionAlign-1) &^ (sectionAlign - 1)
 	}
+	return l.sectionsFrom(s, samples, c, withMeta, withChecksums)
+}
+
+// sectionsFrom completes s, whose imageOffset and boxesOffset are set,
+// with the sections after the images.
+func (l Layout) sectionsFrom(s sections, samples uint64, c sizeCalc, withMeta, withChecksums bool) (sections, bool) {
 	s.maskOffset = c.add(s.boxesOffset, c.mul(samples, uint64(l.boxBytes())))
 	s.maskEnd = c.add(s.maskOffset, c.mul(samples, uint64(l.maskBytes())))
 	s.dataEnd = s.maskEnd

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 // Check and VerifySample run on every sample, with the sizes the layout
 // promises. The seeds in testdata/fuzz/FuzzParse are the golden shards as
 // written, without the checksum section, and without meta and checksum
-// sections.
+// sections, and a compact shard (TestCompactSeeds).
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(nil))
 	f.Add([]byte(Magic))
@@ -32,13 +33,27 @@ func FuzzParse(f *testing.F) {
 		if r.HasSampleChecksums() {
 			size = l.FileSize(r.Len())
 		}
-		if r.HasMeta() && int64(len(b)) != size {
+		if lo, hi := l.CompactFileSizeRange(r.Len()); r.IsCompact() && (int64(len(b)) < lo || int64(len(b)) > hi) {
+			t.Fatalf("accepted a compact shard of %d bytes, want %d..%d for %d samples", len(b), lo, hi, r.Len())
+		}
+		if r.HasMeta() && !r.IsCompact() && int64(len(b)) != size {
 			t.Fatalf("accepted %d bytes, want %d for %d samples (checksum section: %v)", len(b), size, r.Len(), r.HasSampleChecksums())
 		}
 		_ = r.Check()
 		for i := range r.Len() {
 			if int64(len(r.Image(i))) != l.ImageBytes() {
 				t.Fatalf("sample %d: image of %d bytes", i, len(r.Image(i)))
+			}
+			if r.IsCompact() {
+				off, n := r.RegionSpan(i, 1)
+				buf := make([]byte, l.ImageBytes())
+				r.RestoreImage(buf, b[off:off+int64(n)], i)
+				if !bytes.Equal(buf, r.Image(i)) {
+					t.Fatalf("sample %d: RestoreImage and Image differ", i)
+				}
+				if err := r.VerifySample(i, buf); (err == nil) != (r.VerifySample(i, nil) == nil) {
+					t.Fatalf("sample %d: VerifySample of the restored copy disagrees with the shard's", i)
+				}
 			}
 			switch l.DType {
 			case F16:

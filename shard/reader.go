@@ -36,6 +36,11 @@ type Reader struct {
 	imageOffset, boxesOffset, maskOffset, recordsOffset, extrasOffset int
 	imageBytes, boxBytes, maskBytes, recordSize, extraBytes           int
 
+	// compact is true for a Version5 shard: images in the compact image
+	// section, whose table starts at compactTable.
+	compact      bool
+	compactTable int
+
 	// typedViews is true when the data can be reinterpreted as []uint16,
 	// []float32 in place: the host is little-endian and the base address is
 	// 8-aligned. Every typed array starts at a multiple of its element size
@@ -172,7 +177,31 @@ func Parse(b []byte) (*Reader, error) {
 	if h.Samples == 0 {
 		return nil, corruptf("samples is 0")
 	}
-	s, ok := l.sections(h.Samples, true, false)
+	if h.Version >= Version5 {
+		if h.DType != U8 {
+			return nil, corruptf("shard_version %d has compact images, dtype %d (%s), want %d (U8)", h.Version, uint32(h.DType), h.DType, uint32(U8))
+		}
+		l.Compact = true
+	}
+	// sectionsOf places the sections; a compact shard's images end where
+	// its header's boxes_offset says (parseCompact checks the regions).
+	sectionsOf := func(withMeta, withChecksums bool) (sections, bool) {
+		if !l.Compact {
+			return l.sections(h.Samples, withMeta, withChecksums)
+		}
+		var c sizeCalc
+		table := c.add(HeaderSize+CompactHeaderSize, c.mul(h.Samples, compactEntrySize))
+		if c.overflow || h.BoxesOffset < table || h.BoxesOffset%sectionAlign != 0 {
+			return sections{}, false
+		}
+		return l.compactSections(h.Samples, h.BoxesOffset-table, c, withMeta, withChecksums)
+	}
+	if l.Compact {
+		if _, ok := sectionsOf(false, false); !ok {
+			return nil, corruptf("boxes_offset %d: no room for the compact table of %d samples (or not a multiple of 8)", h.BoxesOffset, h.Samples)
+		}
+	}
+	s, ok := sectionsOf(true, false)
 	if !ok {
 		return nil, corruptf("samples %d overflow the file size", h.Samples)
 	}
@@ -199,7 +228,7 @@ func Parse(b []byte) (*Reader, error) {
 	}
 	// Where the checksum section starts depends on extra_f32, so it is
 	// checked after the meta header.
-	s, ok = l.sections(h.Samples, hasMeta, hasChecksums)
+	s, ok = sectionsOf(hasMeta, hasChecksums)
 	if !ok {
 		return nil, corruptf("samples %d overflow the file size", h.Samples)
 	}
@@ -228,6 +257,13 @@ func Parse(b []byte) (*Reader, error) {
 		}
 		crcs = b[s.crcOffset : s.fileSize-checksumBytes]
 	}
+	if l.Compact {
+		pad, err := parseCompact(b, l, int(h.Samples), s)
+		if err != nil {
+			return nil, err
+		}
+		l.Pad = pad
+	}
 
 	r := &Reader{
 		data:          b,
@@ -246,6 +282,8 @@ func Parse(b []byte) (*Reader, error) {
 		maskBytes:     int(l.maskBytes()),
 		recordSize:    l.RecordSize(),
 		extraBytes:    int(l.extraBytes()),
+		compact:       l.Compact,
+		compactTable:  int(s.compactOffset) + CompactHeaderSize,
 		typedViews:    hostLittleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0,
 	}
 	if hasMeta {
@@ -345,13 +383,33 @@ func (r *Reader) SampleChecksum(i int) (crc uint32, ok bool) {
 // shard: a caller that copied the image out of the file (ImageSpan) checks
 // its copy, which is what it hands out. The other sections are read from
 // the shard.
+//
+// For a compact shard the image part of the CRC is the sample's table
+// entry and its stored region bytes; image, when not nil, is the whole
+// restored image, whose region rows are checked.
 func (r *Reader) ComputeSampleChecksum(i int, image []byte) uint32 {
+	if r.compact {
+		g := r.Region(i)
+		crc := crc32c(0, r.compactEntry(i))
+		if image == nil {
+			crc = crc32c(crc, r.data[g.Offset:g.Offset+int64(g.Bytes(r.layout.Channels))])
+		} else {
+			crc = regionCRC(crc, image, r.layout, g)
+		}
+		return r.tailChecksum(crc, i)
+	}
 	if image == nil {
 		image = r.Image(i)
 	} else {
 		r.checkIndex(i)
 	}
-	crc := crc32c(0, image, r.BoxesRaw(i), r.MaskRaw(i))
+	return r.tailChecksum(crc32c(0, image), i)
+}
+
+// tailChecksum continues crc over sample i's boxes, mask, record and
+// extras.
+func (r *Reader) tailChecksum(crc uint32, i int) uint32 {
+	crc = crc32c(crc, r.BoxesRaw(i), r.MaskRaw(i))
 	if r.hasMeta {
 		crc = crc32c(crc, r.record(i), r.section(r.extrasOffset, r.extraBytes, i))
 	}
@@ -386,8 +444,18 @@ func (r *Reader) section(off, n, i int) []byte {
 	return r.data[start : start+n : start+n]
 }
 
-// Image returns the raw bytes of sample i's CHW tensor in the shard dtype.
-func (r *Reader) Image(i int) []byte { return r.section(r.imageOffset, r.imageBytes, i) }
+// Image returns the raw bytes of sample i's CHW tensor in the shard dtype:
+// a view into the shard, or for a compact shard a newly allocated restored
+// copy (ImageInto restores into a buffer of the caller's).
+func (r *Reader) Image(i int) []byte {
+	if r.compact {
+		r.checkIndex(i)
+		out := make([]byte, r.imageBytes)
+		r.ImageInto(out, i)
+		return out
+	}
+	return r.section(r.imageOffset, r.imageBytes, i)
+}
 
 // ImageF16 returns sample i's image as binary16 bit patterns. It panics if
 // the shard's dtype is not F16.

@@ -89,9 +89,10 @@ func TestCorruptedShard(t *testing.T) {
 		{"truncated by one byte", truncate(459), "file is 459 bytes, header implies 460"},
 		{"trailing byte", func(b []byte) []byte { return append(b, 0) }, "file is 461 bytes, header implies 460"},
 		{"bad magic", func(b []byte) []byte { b[3] = '2'; return b }, `bad magic "TWH2", want "TWH1"`},
-		{"version 0", put32(4, 0), "unsupported shard_version 0, want 1..4"},
-		{"version 5", put32(4, 5), "unsupported shard_version 5, want 1..4"},
-		{"version 99", put32(4, 99), "unsupported shard_version 99, want 1..4"},
+		{"version 0", put32(4, 0), "unsupported shard_version 0, want 1..5"},
+		{"version 5 f16", put32(4, 5), "shard_version 5 has compact images, dtype 1 (F16), want 2 (U8)"},
+		{"version 6", put32(4, 6), "unsupported shard_version 6, want 1..5"},
+		{"version 99", put32(4, 99), "unsupported shard_version 99, want 1..5"},
 		// From shard_version 2 on the version says which sections there are
 		// (the golden f16 shard is a shard_version 3 one); in shard_version
 		// 1 the offsets do (the legacy rule), and the cases marked legacy

@@ -24,8 +24,14 @@ type Rows struct {
 // pread (os.File.ReadAt) instead of touching the mapping, which saves the
 // page-table work of faulting the mapping in. It panics if [i, i+n) is not
 // within [0, Len()), like every sample accessor.
+//
+// A compact shard has no such range: ImageSpan panics on one (see
+// RegionSpan and RestoreImage).
 func (r *Reader) ImageSpan(i, n int) (off int64, length int) {
 	r.checkRun(i, n)
+	if r.compact {
+		panic("shard: ImageSpan on a compact shard")
+	}
 	return int64(r.imageOffset) + int64(i)*int64(r.imageBytes), n * r.imageBytes
 }
 

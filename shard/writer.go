@@ -76,6 +76,12 @@ type Writer struct {
 	extras  []byte
 	crcs    []uint32 // CRC-32C of each appended sample
 
+	// A Compact layout's table entries and the region bytes written so
+	// far, and a scratch buffer for one region.
+	compactTable []byte
+	regionBytes  uint64
+	region       []byte
+
 	err error
 }
 
@@ -111,6 +117,9 @@ func NewWriter(f File, l Layout, samples int) (*Writer, error) {
 		extras:   make([]byte, 0, n*l.extraBytes()),
 		crcs:     make([]uint32, 0, samples),
 	}
+	if l.Compact {
+		w.compactTable = make([]byte, 0, n*compactEntrySize)
+	}
 	var hdr [HeaderSize]byte
 	h := l.header(uint64(samples), s)
 	h.encode(hdr[:])
@@ -130,7 +139,12 @@ func (w *Writer) Append(s Sample) error {
 		w.err = err
 		return err
 	}
-	if _, err := w.buf.Write(s.Image); err != nil {
+	image := s.Image
+	var entry []byte
+	if w.layout.Compact {
+		entry, image = w.compactImage(s.Image)
+	}
+	if _, err := w.buf.Write(image); err != nil {
 		w.err = fmt.Errorf("shard: write image of sample %d: %w", w.appended, err)
 		return w.err
 	}
@@ -162,9 +176,23 @@ func (w *Writer) Append(s Sample) error {
 	for k, v := range s.Extras {
 		putElement(extras[4*k:], F32, v)
 	}
-	w.crcs = append(w.crcs, crc32c(0, s.Image, boxes, mask, record, extras))
+	w.crcs = append(w.crcs, crc32c(0, entry, image, boxes, mask, record, extras))
 	w.appended++
 	return nil
+}
+
+// compactImage finds the region of img to store, appends its table entry
+// and returns the entry and the region's bytes.
+func (w *Writer) compactImage(img []byte) (entry, region []byte) {
+	l := w.layout
+	var g Region
+	g.X, g.Y, g.W, g.H = findRegion(l, img)
+	g.Offset = int64(HeaderSize + w.regionBytes)
+	w.region = appendRegion(w.region[:0], img, l, g)
+	w.regionBytes += uint64(len(w.region))
+	entry = grow(&w.compactTable, compactEntrySize)
+	encodeCompactEntry(entry, g)
+	return entry, w.region
 }
 
 // checkSample reports why s cannot be the next sample, or nil.
@@ -246,7 +274,18 @@ func (w *Writer) finish() (Result, error) {
 	encodeMetaHeader(metaHeader[:], w.layout, n)
 	var zeros [sectionAlign]byte
 	imageEnd := s.imageOffset + n*uint64(w.layout.ImageBytes())
+	var compactSection []byte
+	if w.layout.Compact {
+		// The stored regions are at most the whole images: fits.
+		s, _ = w.layout.compactSections(n, w.regionBytes, sizeCalc{}, true, true)
+		imageEnd = s.imageOffset + w.regionBytes
+		compactSection = make([]byte, s.compactOffset-imageEnd+CompactHeaderSize, s.boxesOffset-imageEnd)
+		encodeCompactHeader(compactSection[s.compactOffset-imageEnd:], w.layout.Pad)
+		compactSection = append(compactSection, w.compactTable...)
+		imageEnd = s.boxesOffset // the compact section replaces the padding before the boxes
+	}
 	tail := [...][]byte{
+		compactSection,
 		zeros[:s.boxesOffset-imageEnd], // U8 images: up to 7 bytes before the F32 boxes
 		w.boxes, w.mask,
 		zeros[:s.metaOffset-s.maskEnd],
@@ -255,7 +294,9 @@ func (w *Writer) finish() (Result, error) {
 		checksumSection(w.crcs),
 	}
 
-	if w.appended == w.declared {
+	// A compact shard's header is known only now: it is rewritten in
+	// place, as a short shard's.
+	if w.appended == w.declared && !w.layout.Compact {
 		for _, b := range tail {
 			if _, err := w.buf.Write(b); err != nil {
 				return Result{}, fmt.Errorf("shard: write trailing sections: %w", err)
@@ -277,7 +318,10 @@ func (w *Writer) finish() (Result, error) {
 	if err := w.buf.Flush(); err != nil {
 		return Result{}, fmt.Errorf("shard: write images: %w", err)
 	}
-	off := int64(imageEnd)
+	off := int64(s.imageOffset + n*uint64(w.layout.ImageBytes()))
+	if w.layout.Compact {
+		off = int64(s.imageOffset + w.regionBytes)
+	}
 	for _, b := range tail {
 		if _, err := w.file.WriteAt(b, off); err != nil {
 			return Result{}, fmt.Errorf("shard: write trailing sections: %w", err)

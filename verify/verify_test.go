@@ -159,11 +159,11 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "future shard_version", shard: 1,
-			break_:     func(t *testing.T, fx *warehousetest.Fixture) { fx.PatchShard(t, 1, 4, []byte{5}) },
-			sample:     "%[2]s: shard: corrupt: unsupported shard_version 5, want 1..4",
+			break_:     func(t *testing.T, fx *warehousetest.Fixture) { fx.PatchShard(t, 1, 4, []byte{6}) },
+			sample:     "%[2]s: shard: corrupt: unsupported shard_version 6, want 1..5",
 			sampleSums: "%[2]s: " + checksum,
-			quick:      corrupt(s1, "unsupported shard_version 5, want 1..4"),
-			full:       withChecksum(s1, corrupt(s1, "unsupported shard_version 5, want 1..4")),
+			quick:      corrupt(s1, "unsupported shard_version 6, want 1..5"),
+			full:       withChecksum(s1, corrupt(s1, "unsupported shard_version 6, want 1..5")),
 		},
 		{
 			// shard_version 2 has no checksum section: the header contradicts itself.

@@ -108,6 +108,11 @@ type BatchOptions struct {
 	// start at: 0, or where a job that is resumed stopped (Position; any
 	// world size). See PlanOrder and reading.md, "Resuming".
 	StartPosition int
+	// ReadAhead is how many batches past the one being filled have their
+	// shard byte ranges advised to the kernel (posix_fadvise WILLNEED,
+	// readahead.go), for reads from a cold page cache; 0 (the default)
+	// is off until measured to help.
+	ReadAhead int
 }
 
 func (o *BatchOptions) resolve() error {
@@ -595,6 +600,7 @@ func (it *BatchIterator) dispatch(jobs chan<- *batchJob) {
 		case <-it.ctx.Done():
 			return
 		}
+		it.readAhead(t) // readahead.go
 		b.Epoch, b.Number, b.Repeats = it.opts.Epoch, t, p.Repeats
 		copy(b.Indices, p.Indices)
 		job := &batchJob{batch: b, done: make(chan struct{})}

@@ -303,6 +303,9 @@ func ManifestLayout(m *Manifest) (shard.Layout, error) {
 	}
 	l := shard.Layout{DType: dtype, Width: m.Transform.TargetWidth, Height: m.Transform.TargetHeight,
 		Channels: m.Transform.Channels, MaxBoxes: m.Transform.MaxBoxes}
+	if shard.Version(m.DefaultShardVersion) >= shard.Version5 {
+		compactLayout(&l, m) // compact.go
+	}
 	// ParseManifest checked that the extras are packed in order with
 	// positive dimensions; bound their size before multiplying further.
 	for i, e := range m.Extras {
@@ -343,6 +346,11 @@ func CheckShardEntries(m *Manifest, l shard.Layout) error {
 		case shard.Version(e.ShardVersion) < shard.MinSupportedVersion || shard.Version(e.ShardVersion) > shard.MaxSupportedVersion:
 			return fmt.Errorf("shards[%d] (%s): shard_version %d, this build reads %d..%d",
 				i, e.ID, e.ShardVersion, shard.MinSupportedVersion, shard.MaxSupportedVersion)
+		case l.Compact || shard.Version(e.ShardVersion) >= shard.Version5:
+			if problem := compactEntryProblem(&e, l); problem != "" { // compact.go
+				return fmt.Errorf("shards[%d] (%s): %s", i, e.ID, problem)
+			}
+			continue
 		case int64(int(e.Samples)) != e.Samples || e.Bytes != l.FileSize(int(e.Samples)) && e.Bytes != l.FileSizeWithoutChecksums(int(e.Samples)):
 			return fmt.Errorf("shards[%d] (%s): bytes %d, but %d samples of this layout take %d (%d without per-sample checksums)",
 				i, e.ID, e.Bytes, e.Samples, l.FileSize(int(e.Samples)), l.FileSizeWithoutChecksums(int(e.Samples)))
@@ -663,6 +671,15 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 			return err
 		}
 		m := min(n, sr.Len()-local)
+		if sr.IsCompact() { // compact.go
+			if err := r.readCompactRun(k, sr, local, m, b, row); err != nil {
+				return err
+			}
+			sr.CopyRows(local, b.rows(row, m))
+			r.samples.Add(int64(m))
+			first, row, n = first+m, row+m, n-m
+			continue
+		}
 		img := int(r.layout.ImageBytes())
 		verify := r.needsCheck(k, sr, local, m)
 		step := m
@@ -770,7 +787,8 @@ type Sample struct {
 // U8, whose boxes and mask are F32: DType().BoxDType()).
 func (s Sample) DType() shard.DType { return s.r.Layout().DType }
 
-// Image is the raw little-endian CHW image tensor in the shard's dtype.
+// Image is the raw little-endian CHW image tensor in the shard's dtype (of
+// a compact_images version: a restored copy, not a view).
 func (s Sample) Image() []byte { return s.r.Image(s.ShardIndex) }
 
 // ImageF16 is the image as binary16 bit patterns; it panics on an F32

@@ -175,6 +175,16 @@ func columns(m *warehouse.Manifest, l shard.Layout) ([]column, error) {
 				return buf
 			}})
 	}
+	if l.Compact {
+		// Compact images (shard_version 5) are no contiguous section:
+		// each is restored into the chunk buffer.
+		cols[0].section = nil
+		cols[0].sample = func(buf []byte, sr *shard.Reader, i int) []byte {
+			buf = slices.Grow(buf[:0], int(l.ImageBytes()))[:l.ImageBytes()]
+			sr.ImageInto(buf, i)
+			return buf
+		}
+	}
 	seen := map[string]bool{}
 	for _, c := range cols {
 		if seen[c.name] {

@@ -100,6 +100,7 @@ type loadOptions struct {
 	Seed             uint64
 	Remainder        string
 	Prefetch         int
+	ReadAhead        int
 	Workers          int
 	MaxBatches       int
 	StartPosition    int
@@ -131,6 +132,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", 0, "shuffle seed; every rank must use the same")
 	fs.StringVar(&o.Remainder, "remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
 	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
+	fs.IntVar(&o.ReadAhead, "read-ahead", 0, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) for cold reads; 0 = off")
 	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
 	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
 	fs.IntVar(&o.StartPosition, "start-position", 0, "start the first epoch at this global position of its order, as a resumed job (any --world; reading.md \"Resuming\")")
@@ -274,7 +276,7 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 	var first loadReport
 	for e := range opts.Epochs {
 		bopts := warehouse.BatchOptions{BatchSize: opts.Batch, Seed: opts.Seed, Epoch: opts.FirstEpoch + e, Rank: opts.Rank, WorldSize: opts.World,
-			Shuffle: shuffle, Remainder: remainder, Prefetch: opts.Prefetch, Workers: opts.Workers}
+			Shuffle: shuffle, Remainder: remainder, Prefetch: opts.Prefetch, Workers: opts.Workers, ReadAhead: opts.ReadAhead}
 		if e == 0 {
 			bopts.StartPosition = opts.StartPosition
 		}

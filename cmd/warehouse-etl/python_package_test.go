@@ -464,6 +464,12 @@ func TestPythonPackage(t *testing.T) {
 		t.Fatalf("u8: build exit %d\n%s", res.code, res.stderr)
 	}
 	fixtures = append(fixtures, u8)
+	// The same config with compact_images (shard_version 5): test_compact.py.
+	u8c, res, ok := build("u8compact", map[string]any{"dtype": "u8", "target_size": []int{63, 47}, "shard_target_mb": 0.05, "normalize": norm, "compact_images": true})
+	if !ok {
+		t.Fatalf("u8compact: build exit %d\n%s", res.code, res.stderr)
+	}
+	fixtures = append(fixtures, u8c)
 	// Warehouses of warehouse-etl/3 (testdata/legacy): shard_version 1, read by the legacy rule.
 	fixtures = append(fixtures, legacyFixtures(t, data)...)
 	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data,

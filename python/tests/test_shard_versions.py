@@ -37,7 +37,7 @@ def make_shard(version, dtype, *, meta=True, checksums=True, meta_off=None):
 
 class ShardVersions(unittest.TestCase):
     def setUp(self):
-        self.assertEqual(_shard.SHARD_VERSIONS, (1, 4))
+        self.assertEqual(_shard.SHARD_VERSIONS, (1, 5))
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
 
@@ -88,9 +88,10 @@ class ShardVersions(unittest.TestCase):
                          "shard_version 2 has no dtype 2 (U8), shard_version 4 adds it")
 
     def test_unsupported_versions(self):
-        for version in (0, 5, 1 << 31):
+        for version in (0, 6, 1 << 31):
             with self.subTest(version=version):
-                self.assertEqual(self.refused(version, F16), f"unsupported shard_version {version}, want 1..4")
+                self.assertEqual(self.refused(version, F16), f"unsupported shard_version {version}, want 1..5")
+        self.assertEqual(self.refused(5, F16), "shard_version 5 has compact images, dtype 1 (F16), want 2 (U8)")
 
     def test_offset_wording(self):
         """A wrong meta_offset: "0 or" is a value only a version 1 shard may have."""

@@ -8,6 +8,7 @@ import numpy as np
 HEADER_SIZE = 80
 META_HEADER_SIZE = 24
 CHECKSUM_HEADER_SIZE = 16      # "TWCK", checksum_version, samples; then N CRCs and the table's CRC
+COMPACT_HEADER_SIZE = 16       # "TWCP", compact_version, pad_value, zeros; then N 16-byte entries
 RECORD_FIXED_SIZE = 80
 DIMENSION_LIMIT = 16384
 CHANNELS_LIMIT = 4
@@ -39,16 +40,20 @@ def align8(n):
 
 class Layout:
     """The per-sample layout of every shard of a warehouse (shard.Layout): dtype tag,
-    width, height, channels, max_boxes and extra_f32, and the section sizes."""
+    width, height, channels, max_boxes and extra_f32, and the section sizes. ``compact``
+    and ``pad``: the images are in the compact image section (shard_version 5, U8 only:
+    each image's rectangle that differs from ``pad``; ``_compact``)."""
 
-    __slots__ = ("dtype", "width", "height", "channels", "max_boxes", "extra_f32")
+    __slots__ = ("dtype", "width", "height", "channels", "max_boxes", "extra_f32", "compact", "pad")
 
-    def __init__(self, dtype, width, height, channels, max_boxes, extra_f32=0):
+    def __init__(self, dtype, width, height, channels, max_boxes, extra_f32=0, compact=False, pad=0):
         self.dtype, self.width, self.height = dtype, width, height
         self.channels, self.max_boxes, self.extra_f32 = channels, max_boxes, extra_f32
+        self.compact, self.pad = compact, pad
 
     def key(self):
-        return (self.dtype, self.width, self.height, self.channels, self.max_boxes, self.extra_f32)
+        return (self.dtype, self.width, self.height, self.channels, self.max_boxes, self.extra_f32, self.compact,
+                self.pad)
 
     def __eq__(self, other):
         return isinstance(other, Layout) and self.key() == other.key()
@@ -59,8 +64,9 @@ class Layout:
     def __repr__(self):
         """Go's %+v of shard.Layout."""
         name = DTYPES[self.dtype][0] if self.dtype in DTYPES else f"DType({self.dtype})"
+        compact = f" Compact:{str(self.compact).lower()} Pad:{self.pad}" if self.compact or self.pad else ""
         return (f"{{DType:{name} Width:{self.width} Height:{self.height} Channels:{self.channels} "
-                f"MaxBoxes:{self.max_boxes} ExtraF32:{self.extra_f32}}}")
+                f"MaxBoxes:{self.max_boxes} ExtraF32:{self.extra_f32}{compact}}}")
 
     @property
     def image_dtype(self):
@@ -106,18 +112,37 @@ class Layout:
             return f"max_boxes {self.max_boxes} out of range [0, {MAX_BOXES_LIMIT}]"
         if not 0 <= self.extra_f32 <= EXTRA_F32_LIMIT:
             return f"extra_f32 {self.extra_f32} out of range [0, {EXTRA_F32_LIMIT}]"
+        if self.compact and self.dtype != DTYPE_TAGS["U8"]:
+            return f"compact images need dtype U8, not {DTYPES[self.dtype][0]}"
+        if not self.compact and self.pad:
+            return f"pad {self.pad} without compact images"
         return None
 
     def sections(self, samples, meta=True, checksums=True):
         """Absolute offsets of every section of a shard of ``samples`` samples, with a
         meta section and a checksum section unless told otherwise (shard.md, "Offsets
         and size"; ``checksum`` and ``crcs`` are 0 without one), or None when one
-        leaves int64."""
+        leaves int64. A compact layout's images are taken at their largest (every image
+        stored whole; ``compact_sections`` places them as stored)."""
+        if self.compact:
+            return self.compact_sections(samples, samples * self.image_bytes, meta, checksums)
         images_end = HEADER_SIZE + samples * self.image_bytes
         boxes = align8(images_end) if self.dtype == DTYPE_TAGS["U8"] else images_end
+        return self._sections_from(HEADER_SIZE, boxes, samples, meta, checksums)
+
+    def compact_sections(self, samples, region_bytes, meta=True, checksums=True):
+        """``sections`` of a compact shard whose regions take ``region_bytes``:
+        ``compact`` is the compact header's offset (shard.md, "Compact images")."""
+        compact = align8(HEADER_SIZE + region_bytes)
+        s = self._sections_from(HEADER_SIZE, compact + COMPACT_HEADER_SIZE + 16 * samples, samples, meta, checksums)
+        if s is not None:
+            s["compact"] = compact
+        return s
+
+    def _sections_from(self, image, boxes, samples, meta, checksums):
         mask = boxes + samples * self.box_bytes
         mask_end = mask + samples * self.mask_bytes
-        s = {"image": HEADER_SIZE, "boxes": boxes, "mask": mask, "mask_end": mask_end, "meta": 0,
+        s = {"image": image, "boxes": boxes, "mask": mask, "mask_end": mask_end, "meta": 0,
              "records": mask_end, "extras": mask_end, "data_end": mask_end, "checksum": 0, "crcs": 0}
         if meta:
             s["meta"] = align8(mask_end)
@@ -150,5 +175,5 @@ class Layout:
 
 
 __all__ = ["DTYPES", "DTYPE_TAGS", "RECORD_FIELDS", "Layout", "align8", "HEADER_SIZE", "META_HEADER_SIZE",
-           "CHECKSUM_HEADER_SIZE", "RECORD_FIXED_SIZE", "DIMENSION_LIMIT", "CHANNELS_LIMIT", "MAX_BOXES_LIMIT",
+           "CHECKSUM_HEADER_SIZE", "COMPACT_HEADER_SIZE", "RECORD_FIXED_SIZE", "DIMENSION_LIMIT", "CHANNELS_LIMIT", "MAX_BOXES_LIMIT",
            "EXTRA_F32_LIMIT", "MAX_INT"]

@@ -12,7 +12,7 @@ import posixpath
 
 from ._gofmt import format_g, go_errno, go_join, ints, quote
 from ._layout import DTYPE_TAGS, EXTRA_F32_LIMIT, Layout
-from . import _shard
+from . import _compact, _shard
 from .errors import WarehouseError
 
 FORMAT_VERSION = 1
@@ -303,6 +303,8 @@ def manifest_layout(m):
         raise ValueError(f"default_dtype: shard: unknown dtype {quote(name)} (want F32, F16 or U8)")
     t = m["transform"]
     layout = Layout(DTYPE_TAGS[name], t["target_width"], t["target_height"], t["channels"], t["max_boxes"])
+    if m.get("default_shard_version", 0) >= _compact.VERSION_COMPACT:
+        layout.compact, layout.pad = True, t["pad_value"] if 0 <= t["pad_value"] <= 255 else 0
     for i, e in enumerate(m["extras"]):
         n = 1
         for d in e["shape"]:
@@ -323,6 +325,11 @@ def manifest_layout(m):
         if not lo <= e["shard_version"] <= hi:
             raise ValueError(f"shards[{i}] ({e['id']}): shard_version {e['shard_version']}, this build reads "
                              f"{lo}..{hi}")
+        if layout.compact or e["shard_version"] >= _compact.VERSION_COMPACT:
+            problem = _compact.entry_problem(e, layout)
+            if problem:
+                raise ValueError(f"shards[{i}] ({e['id']}): {problem}")
+            continue
         if e["bytes"] not in (layout.file_size(e["samples"]), layout.file_size(e["samples"], checksums=False)):
             raise ValueError(f"shards[{i}] ({e['id']}): bytes {e['bytes']}, but {e['samples']} samples of this "
                              f"layout take {layout.file_size(e['samples'])} "

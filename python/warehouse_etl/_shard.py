@@ -14,13 +14,14 @@ import stat
 
 import numpy as np
 
+from . import _compact
 from ._crc32c import crc32c
 from ._gofmt import go_errno, quote
 from ._layout import (CHECKSUM_HEADER_SIZE, DTYPE_TAGS, DTYPES, EXTRA_F32_LIMIT, HEADER_SIZE, META_HEADER_SIZE,
                       Layout)
 from .errors import WarehouseError
 
-SHARD_VERSIONS = (1, 4)        # supported shard_version range (shard.md, "Versions")
+SHARD_VERSIONS = (1, 5)        # supported shard_version range (shard.md, "Versions")
 META_VERSIONS = (1, 1)         # supported meta_version range
 CHECKSUM_VERSIONS = (1, 1)     # supported checksum_version range
 # The shard_version that adds each feature; a version 1 shard signals them by its offsets
@@ -135,7 +136,14 @@ def parse_shard(fd, path, entry, layout):
         raise _corrupt(path, problem)
     if samples == 0:
         raise _corrupt(path, "samples is 0")
-    s = hl.sections(samples, checksums=False)
+    if version >= _compact.VERSION_COMPACT:  # compact images (_compact): U8 only
+        if dtype != DTYPE_TAGS["U8"]:
+            raise _corrupt(path, f"shard_version {version} has compact images, dtype {dtype} ({DTYPES[dtype][0]}), "
+                                 f"want {DTYPE_TAGS['U8']} (U8)")
+        hl.compact = True
+        s = _compact.header_sections(path, hl, samples, boxes_off, True, False)
+    else:
+        s = hl.sections(samples, checksums=False)
     if s is None:
         raise _corrupt(path, f"samples {samples} overflow the file size")
     zero_or = "0 or " if legacy else ""
@@ -165,7 +173,10 @@ def parse_shard(fd, path, entry, layout):
             raise _corrupt(path, f"meta samples {meta_samples}, header samples {samples}")
         hl.extra_f32 = extra_f32
     # Where the checksum section starts depends on extra_f32: checked after the meta header.
-    s = hl.sections(samples, meta=has_meta, checksums=has_checksums)
+    if hl.compact:
+        s = _compact.header_sections(path, hl, samples, boxes_off, has_meta, has_checksums)
+    else:
+        s = hl.sections(samples, meta=has_meta, checksums=has_checksums)
     if s is None:
         raise _corrupt(path, f"samples {samples} overflow the file size")
     crcs = None
@@ -194,6 +205,10 @@ def parse_shard(fd, path, entry, layout):
         if got != want:
             raise _corrupt(path, f"checksum table crc32c 0x{got:08x}, table_crc32c says 0x{want:08x}")
         crcs = section[CHECKSUM_HEADER_SIZE:-4].view("<u4")
+    s["compact_table"] = s["pad"] = None
+    if hl.compact:
+        hl.pad, s["compact_table"] = _compact.parse_compact(fd, path, hl, samples, s)
+        s["pad"] = hl.pad
     if has_meta:
         counts = np.empty(samples, dtype="<u4")
         rec = np.empty(samples * hl.record_size, dtype=np.uint8)

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import _crc32c
+from . import _compact, _crc32c
 from ._gofmt import go_errno, go_join
 from ._layout import DTYPES, RECORD_FIELDS
 from ._manifest import manifest_layout, read_manifest, resolve_dir
@@ -296,7 +296,10 @@ class Warehouse:
         along axis 0), holding samples ``local`` of shard ``sh`` (index k), against the
         checksum table, remembering those that pass. Returns None, or the position in
         ``rows`` of the first mismatch and the Go reader's error for it."""
-        got = _crc32c.crc32c_rows(arrays, rows)
+        if sh.sections["compact_table"] is not None:  # compact images: entry + region (_compact)
+            got = _compact.crc_rows(sh.sections, self.layout, local, arrays, rows)
+        else:
+            got = _crc32c.crc32c_rows(arrays, rows)
         want = sh.crcs[local]
         ok = got == want
         sh.verified[local[ok]] = True
@@ -332,7 +335,10 @@ class Warehouse:
             # Mapped from the open fd, not the path: the file this reader opened.
             sh.mmap = np.frombuffer(mmap.mmap(sh.fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
         raw, s, l = sh.mmap, sh.sections, self.layout
-        img = raw[s["image"] + j * l.image_bytes:s["image"] + (j + 1) * l.image_bytes]
+        if s["compact_table"] is not None:  # compact images: a restored copy (_compact)
+            img = _compact.image(raw, s, l, j).reshape(-1)
+        else:
+            img = raw[s["image"] + j * l.image_bytes:s["image"] + (j + 1) * l.image_bytes]
         box = raw[s["boxes"] + j * l.box_bytes:s["boxes"] + (j + 1) * l.box_bytes]
         msk = raw[s["mask"] + j * l.mask_bytes:s["mask"] + (j + 1) * l.mask_bytes]
         rec_raw = raw[s["records"] + j * l.record_size:s["records"] + (j + 1) * l.record_size]
@@ -455,7 +461,11 @@ class Warehouse:
                     g0 = r
                 prev = r
             groups.append((g0, prev + 1))
+            if sh.sections["compact_table"] is not None:  # compact images (_compact)
+                _compact.read_run(sh.fd, sh.path, sh.sections, l, first, rows_l[r0:r1], out["images"])
             for mv, sec, size in views:
+                if sec == "image" and sh.sections["compact_table"] is not None:
+                    continue
                 bufs = [mv[a * size:e * size] for a, e in groups]
                 offset = sh.sections[sec] + first * size
                 for c in range(0, len(bufs), _IOV_MAX):

@@ -1,0 +1,177 @@
+"""Compact images (shard_version 5, docs/format/shard.md, "Compact images"; Go:
+shard/compact.go and warehouse/compact.go): a U8 shard stores of each image only the
+rectangle of pixels that differ from the pad value, and a table of the rectangles. This
+module validates that section and restores the images, byte for byte the images of the
+same build without ``compact_images``.
+
+The compact header (16 bytes at ``compact_offset``, the regions' end rounded up to 8):
+``"TWCP"``, ``compact_version`` u32 (1), ``pad_value`` u8, 7 zero bytes; then one
+16-byte entry per sample: ``region_offset`` u64 (absolute), ``x``, ``y``, ``w``, ``h``
+u16. Sample i's CRC-32C covers its entry, its region bytes, then its boxes, mask, record
+and extras.
+"""
+import os
+
+import numpy as np
+
+from ._crc32c import crc32c
+from ._gofmt import quote
+from ._layout import COMPACT_HEADER_SIZE, HEADER_SIZE, align8
+from .errors import WarehouseError
+
+VERSION_COMPACT = 5
+COMPACT_VERSIONS = (1, 1)      # supported compact_version range
+ENTRY = np.dtype({"names": ["offset", "x", "y", "w", "h"], "formats": ["<u8", "<u2", "<u2", "<u2", "<u2"],
+                  "offsets": [0, 8, 10, 12, 14], "itemsize": 16})
+
+
+def _corrupt(path, what):
+    return WarehouseError(f"{path}: shard: corrupt: {what}")
+
+
+def header_sections(path, layout, samples, boxes_off, meta, checksums):
+    """The sections of a compact shard whose header says ``boxes_offset`` (Go: Parse's
+    sectionsOf): the regions end where the compact table before the boxes leaves room."""
+    table = HEADER_SIZE + COMPACT_HEADER_SIZE + 16 * samples
+    s = None
+    if boxes_off >= table and boxes_off % 8 == 0:
+        s = layout.compact_sections(samples, boxes_off - table, meta, checksums)
+    if s is None:
+        raise _corrupt(path, f"boxes_offset {boxes_off}: no room for the compact table of {samples} samples "
+                             f"(or not a multiple of 8)")
+    return s
+
+
+def parse_compact(fd, path, layout, samples, s):
+    """Validate the compact header and table of a shard whose other sections were
+    checked (Go: parseCompact), in Go's order and words. Returns ``(pad_value, table)``,
+    the table a structured array of ``ENTRY``."""
+    c = s["compact"]
+    raw = os.pread(fd, COMPACT_HEADER_SIZE + 16 * samples, c)
+    if len(raw) != COMPACT_HEADER_SIZE + 16 * samples:
+        raise WarehouseError(f"{path}: short read of the compact table")
+    hdr = raw[:COMPACT_HEADER_SIZE]
+    if hdr[:4] != b"TWCP":
+        raise _corrupt(path, f"bad compact magic {quote(hdr[:4])}, want {quote('TWCP')}")
+    version = int(np.frombuffer(hdr, "<u4", 1, 4)[0])
+    if not COMPACT_VERSIONS[0] <= version <= COMPACT_VERSIONS[1]:
+        raise _corrupt(path, f"unsupported compact_version {version}, want {COMPACT_VERSIONS[0]}..{COMPACT_VERSIONS[1]}")
+    for k in range(9, COMPACT_HEADER_SIZE):
+        if hdr[k]:
+            raise _corrupt(path, f"compact header byte {k} is {hdr[k]}, want 0")
+    table = np.frombuffer(raw, ENTRY, samples, COMPACT_HEADER_SIZE)
+    off, x, y = table["offset"].astype(np.uint64), table["x"].astype(np.int64), table["y"].astype(np.int64)
+    w, h = table["w"].astype(np.int64), table["h"].astype(np.int64)
+    ends = HEADER_SIZE + np.cumsum(layout.channels * w * h, dtype=np.int64)
+    starts = np.concatenate(([HEADER_SIZE], ends[:-1])).astype(np.uint64)
+    empty = (w == 0) | (h == 0)
+    bad_empty = empty & ((x != 0) | (y != 0) | (w != 0) | (h != 0))
+    outside = (x + w > layout.width) | (y + h > layout.height)
+    after = ends > c
+    bad = np.flatnonzero((off != starts) | bad_empty | outside | after)
+    if bad.size:
+        i = int(bad[0])
+        if off[i] != starts[i]:
+            raise _corrupt(path, f"sample {i}: region_offset {int(off[i])}, want {int(starts[i])}")
+        if bad_empty[i]:
+            raise _corrupt(path, f"sample {i}: empty region {w[i]}x{h[i]} at ({x[i]}, {y[i]}), want 0x0 at (0, 0)")
+        if outside[i]:
+            raise _corrupt(path, f"sample {i}: region {w[i]}x{h[i]} at ({x[i]}, {y[i]}) outside the "
+                                 f"{layout.width}x{layout.height} image")
+        raise _corrupt(path, f"sample {i}: region ends at {int(ends[i])}, after compact_offset {c}")
+    end = int(ends[-1])
+    if align8(end) != c:
+        raise _corrupt(path, f"regions end at {end}, compact_offset is {c}, want {align8(end)}")
+    pad = os.pread(fd, c - end, end)
+    for k, v in enumerate(pad):
+        if v:
+            raise _corrupt(path, f"padding byte at {end + k} is {v}, want 0")
+    return hdr[8], table
+
+
+def restore(dst, region, entry, pad):
+    """Write one whole image into ``dst`` (C, H, W) uint8: ``pad`` around the entry's
+    rectangle, the region's bytes (C, h, w) inside it."""
+    x, y, w, h = int(entry["x"]), int(entry["y"]), int(entry["w"]), int(entry["h"])
+    if not (w and h):
+        dst[...] = pad
+        return
+    # Each byte written once: the pad bands around the rectangle, then the region.
+    dst[:, :y] = pad
+    dst[:, y + h:] = pad
+    if x:
+        dst[:, y:y + h, :x] = pad
+    if x + w < dst.shape[2]:
+        dst[:, y:y + h, x + w:] = pad
+    dst[:, y:y + h, x:x + w] = np.frombuffer(region, np.uint8).reshape(dst.shape[0], h, w)
+
+
+def image(raw, sections, layout, j):
+    """Sample j's restored image as a new (C, H, W) uint8 array, from the shard's
+    mapping ``raw``."""
+    e = sections["compact_table"][j]
+    n = layout.channels * int(e["w"]) * int(e["h"])
+    out = np.empty((layout.channels, layout.height, layout.width), np.uint8)
+    restore(out, raw[int(e["offset"]):int(e["offset"]) + n], e, sections["pad"])
+    out.flags.writeable = False  # as the views of the other shards
+    return out
+
+
+def read_run(fd, path, sections, layout, first, rows, images):
+    """Read samples first, first+1, ... of a compact shard into ``images[rows[k]]``
+    (images: [B, C, H, W] uint8): one pread of their regions (stored back to back),
+    then each restored into its row."""
+    table = sections["compact_table"]
+    ents = table[first:first + len(rows)]
+    start = int(ents[0]["offset"])
+    last = ents[-1]
+    end = int(last["offset"]) + layout.channels * int(last["w"]) * int(last["h"])
+    buf = os.pread(fd, end - start, start)
+    if len(buf) != end - start:
+        raise WarehouseError(f"{path}: short read: {len(buf)} of {end - start} bytes at offset {start}")
+    for k, r in enumerate(rows):
+        e = ents[k]
+        o = int(e["offset"]) - start
+        restore(images[r], buf[o:o + layout.channels * int(e["w"]) * int(e["h"])], e, sections["pad"])
+
+
+def crc_rows(sections, layout, local, arrays, rows):
+    """The CRC-32C of each of samples ``local`` of a compact shard as its checksum table
+    defines it, computed over the restored rows ``rows`` of ``arrays`` (images, boxes,
+    mask, records, extras): the entry, the region's bytes taken from the restored image,
+    then the other arrays' rows."""
+    table = sections["compact_table"]
+    out = np.empty(len(rows), dtype=np.uint32)
+    shape = (layout.channels, layout.height, layout.width)
+    for k, (j, r) in enumerate(zip(np.asarray(local).tolist(), np.asarray(rows).tolist())):
+        e = table[j]
+        x, y, w, h = int(e["x"]), int(e["y"]), int(e["w"]), int(e["h"])
+        img = np.asarray(arrays[0][r]).view(np.uint8).reshape(shape)
+        parts = [e.tobytes(), np.ascontiguousarray(img[:, y:y + h, x:x + w]).tobytes()]
+        parts += [np.ascontiguousarray(a[r]).tobytes() for a in arrays[1:]]
+        out[k] = crc32c(b"".join(parts))
+    return out
+
+
+__all__ = ["VERSION_COMPACT", "COMPACT_VERSIONS", "ENTRY", "header_sections", "parse_compact", "restore", "image",
+           "entry_problem",
+           "read_run", "crc_rows"]
+
+
+def entry_problem(e, layout):
+    """How a manifest shard entry contradicts a compact layout (or a layout being
+    compact), or "" (Go: compactEntryProblem)."""
+    from ._shard import SHARD_VERSIONS
+    v = e["shard_version"]
+    if not SHARD_VERSIONS[0] <= v <= SHARD_VERSIONS[1]:
+        return f"shard_version {v}, this build reads {SHARD_VERSIONS[0]}..{SHARD_VERSIONS[1]}"
+    if not layout.compact:
+        return f"shard_version {v} has compact images, the manifest's default_shard_version 4 does not"
+    if v != VERSION_COMPACT:
+        return f"shard_version {v}, the manifest's default_shard_version {VERSION_COMPACT} has compact images"
+    n = e["samples"]
+    lo = layout.compact_sections(n, 0)["size"]
+    hi = layout.sections(n)["size"]
+    if not lo <= e["bytes"] <= hi:
+        return f"bytes {e['bytes']}, but {n} samples of this layout take {lo}..{hi}"
+    return ""

@@ -1,0 +1,109 @@
+//go:build linux
+
+package warehouse_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"warehouse-etl/shard"
+	. "warehouse-etl/warehouse"
+	"warehouse-etl/warehouse/warehousetest"
+)
+
+// resident reports whether the first page of b (a view into a mapping) is
+// in the page cache.
+func resident(t *testing.T, b []byte) bool {
+	t.Helper()
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b))) &^ (page - 1)
+	vec := make([]byte, 1)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, start, page, uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Skipf("mincore: %v", errno)
+	}
+	return vec[0]&1 != 0
+}
+
+// adviseWillNeed reads into the page cache the images of the samples it is
+// given, which were evicted: the cold read the batches after it then find
+// cached. A sample it is not given stays out.
+func TestReadAheadBringsPagesIn(t *testing.T) {
+	spec := warehousetest.Spec{DType: shard.F32, Width: 256, Height: 64, MaxBoxes: 2, ShardSizes: []int{16}}
+	fx := warehousetest.Write(t, spec) // 196 KiB images: many pages each
+	// Unchecked: a CRC check would read the pages this test watches.
+	r, err := Open(fx.Dir, OpenOptions{SkipSampleChecksums: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	image := func(i int) []byte {
+		s, err := r.Sample(i) // a view into the mapping
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Image()
+	}
+	image(0) // maps the shard
+	f, err := os.Open(fx.ShardPath(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evict := func() {
+		_ = f.Sync() // DONTNEED keeps dirty pages
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Skipf("fadvise: %v", err)
+		}
+	}
+	evict()
+	if resident(t, image(9)) || resident(t, image(12)) {
+		t.Skip("DONTNEED leaves the pages cached here (tmpfs?): nothing to measure")
+	}
+	r.AdviseWillNeed([]int{8, 9, 10, 3})
+	deadline := time.Now().Add(5 * time.Second)
+	for !resident(t, image(9)) || !resident(t, image(3)) {
+		if time.Now().After(deadline) {
+			t.Fatal("samples 9 and 3 were advised but are not in the page cache after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resident(t, image(12)) {
+		t.Error("sample 12 was not advised but is cached")
+	}
+
+	// Batches with and without read-ahead are the same batches.
+	read := func(ahead int) [][]byte {
+		evict()
+		it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 3, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: ahead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var out [][]byte
+		for {
+			b, err := it.Next()
+			if err == io.EOF {
+				return out
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, append([]byte(nil), b.Images...))
+		}
+	}
+	a, b := read(0), read(4)
+	if len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("%d batches without read-ahead, %d with", len(a), len(b))
+	}
+	for k := range a {
+		if string(a[k]) != string(b[k]) {
+			t.Fatalf("batch %d differs with read-ahead", k)
+		}
+	}
+}
