@@ -43,6 +43,9 @@ type Options struct {
 	// means no limit; the CLI derives a default from the machine
 	// (membudget.SystemMemory).
 	MemoryLimit int64
+	// Reuse says where to find samples to copy instead of decoding
+	// (reuse.go); the zero value reuses from output_root's versions.
+	Reuse ReuseOptions
 }
 
 // Status says what a successful Build did.
@@ -92,6 +95,11 @@ type builder struct {
 	extras     []sources.ExtraSpec // per-sample extras of the source, in order
 	extraF32   int                 // float32 values of all extras per sample
 	now        func() time.Time
+	// withIdentity: the scan records each kept sample's input identity
+	// (a version build's, not validate's or live's); reuse the samples of
+	// published versions (reuse.go).
+	withIdentity bool
+	reuse        *reuseStats
 }
 
 func newBuilder(opts Options) (*builder, error) {
@@ -254,6 +262,7 @@ func (b *builder) published(final string) (*warehouse.Manifest, error) {
 // the plan into shards. The config, the thresholds with their
 // overrides and the source are the builder's (newBuilder).
 func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanResult, shardPlan, error) {
+	b.withIdentity = true
 	scan, err := b.scanPass(ctx, dir, rep)
 	if err != nil {
 		return nil, shardPlan{}, err

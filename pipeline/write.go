@@ -155,6 +155,11 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 	if err != nil {
 		return nil, err
 	}
+	reuse, err := b.openReuse(ctx, scan, sp, todo)
+	if err != nil {
+		return nil, err
+	}
+	defer reuse.close()
 	if s, ok := b.src.(budgeted); ok && mem.budget != nil {
 		s.SetMemoryBudget(mem.budget)
 		defer s.SetMemoryBudget(nil)
@@ -215,8 +220,13 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 				return err
 			}
 			mem.attach(ctx, tr)
+			rr := reuse.reader(b.counters, b.log.Warn)
+			defer rr.close()
 			for j := range jobs {
-				workerStats[w].read += b.transform(tr, j)
+				if !rr.copy(j) {
+					workerStats[w].read += b.transform(tr, j)
+					b.counters.Decoded.Add(1)
+				}
 				select {
 				case results <- j:
 				case <-ctx.Done():

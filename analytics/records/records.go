@@ -50,6 +50,11 @@ type SampleLine struct {
 	BoxCount    int64      `json:"box_count"`
 	ClassIndex  []int64    `json:"class_index,omitempty"`
 	Letterbox   *Letterbox `json:"letterbox,omitempty"` // kept samples: where the image landed in the target
+	// Identity is the kept sample's input identity: the hex sha256 of
+	// what decides its image tensor (the encoded image bytes and the
+	// pixel recipe), "" (left out) for a skipped sample, one whose image
+	// could not be read, and in versions built before it existed.
+	Identity string `json:"identity,omitempty"`
 }
 
 // Letterbox is the provenance of a kept sample's image in target space:
@@ -103,6 +108,9 @@ func DecodeSampleLine(raw []byte) (*SampleLine, error) {
 		}
 	} else if s.Index != -1 || s.Shard != "" || s.ShardIndex != -1 || s.BoxCount != 0 || s.Letterbox != nil {
 		return nil, fmt.Errorf("skipped sample with a shard position, boxes or letterbox")
+	}
+	if s.Identity != "" && !isHexDigest(s.Identity) {
+		return nil, fmt.Errorf("identity %.80q: want 64 lowercase hex digits", s.Identity)
 	}
 	if s.Reasons == nil {
 		s.Reasons = []string{}
@@ -213,4 +221,17 @@ func ParseRecipe(s string) (map[string]string, error) {
 		out[key] = value
 	}
 	return out, nil
+}
+
+// isHexDigest reports whether s is a sha256 in lowercase hex.
+func isHexDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

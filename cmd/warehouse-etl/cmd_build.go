@@ -68,6 +68,8 @@ type buildOptions struct {
 	LockWait    time.Duration
 	Partition   string
 	MemoryLimit string
+	NoReuse     bool
+	ReuseFrom   pathList
 	Log         logOptions
 	buildEnv
 }
@@ -80,7 +82,21 @@ func (o *buildOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", "", "keep the build's memory under this size, e.g. 2GiB, 1500MB (default: 3/4 of the cgroup's memory.max or of physical memory); decodes that do not fit together wait for each other")
 	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
+	fs.BoolVar(&o.NoReuse, "no-reuse", false, "decode every sample; by default a sample whose input identity matches a sample of a version published under output_root has its image copied from it (docs/building.md, Reuse)")
+	fs.Var(&o.ReuseFrom, "reuse-from", "also reuse samples of the versions under this output root, or of this version directory (repeatable)")
 	o.Log.addFlags(fs)
+}
+
+// pathList is a repeatable path flag.
+type pathList []string
+
+func (p *pathList) String() string { return strings.Join(*p, ",") }
+func (p *pathList) Set(v string) error {
+	if v == "" {
+		return errors.New("an empty path")
+	}
+	*p = append(*p, v)
+	return nil
 }
 
 // runBuild builds the version opts.Config describes, or with
@@ -151,6 +167,7 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		Workers:     opts.Workers,
 		LockWait:    opts.LockWait,
 		MemoryLimit: limit,
+		Reuse:       pipeline.ReuseOptions{Off: opts.NoReuse, From: opts.ReuseFrom},
 	}
 	if opts.Partition != "" {
 		pres, err := pipeline.BuildPartition(ctx, popts, part)
