@@ -287,6 +287,7 @@ func (b *builder) seal(ctx context.Context, tmp string, m *warehouse.Manifest, w
 	sealStart := b.now()
 	m.CreatedAtMs = sealStart.UnixMilli()
 	rep.finish(m, written)
+	rep.Reuse = b.reuseReport(written)
 	// The exports are derived from the files above and written before the
 	// manifest, so a published version always has them.
 	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, SkipBuild: true})

@@ -528,12 +528,14 @@ func (rr *reuseReader) copy(j *job) bool {
 		}
 	}
 	if err != nil {
+		j.reuse = outcomeFellBack
 		if rr.counters.ReuseFallbacks.Add(1) <= maxFallbackWarnings {
 			rr.warn("a matched sample could not be reused: decoding it instead", "seq", j.p.Seq, "why", err.Error())
 		}
 		return false
 	}
 	j.sums = contentSums(j.image, rr.x.spec, j.p.Geometry)
+	j.reuse = outcomeReused
 	rr.counters.Reused.Add(1)
 	rr.counters.ReuseBytes.Add(int64(len(j.image)))
 	return true

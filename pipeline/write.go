@@ -26,6 +26,7 @@ type job struct {
 	image    []byte // transformed CHW tensor
 	lateErr  error  // full decode failed after pass 1 accepted the header
 	fallback bool   // the JPEG decoder left it to image/jpeg (transforms.Counts)
+	reuse    reuseOutcome
 	sums     channelSums
 	readNs   int64
 	xformNs  int64
@@ -41,6 +42,7 @@ type writeResult struct {
 	// jpegFallbacks counts the samples decoded by image/jpeg, from the
 	// shard receipts: the same whichever processes built the shards.
 	jpegFallbacks int64
+	reuse         reuseCounts // from the receipts too
 }
 
 // shardPlan is the plan's division into shards.
@@ -372,6 +374,7 @@ func (s *shardSink) put(j *job) error {
 	if j.fallback {
 		c.receipt.JPEGFallbacks++
 	}
+	c.receipt.Reuse.count(j)
 	if k != c.k {
 		return fmt.Errorf("pipeline: planned sample %d reached %s before %s was complete", j.planIdx, shardID(k), shardID(c.k))
 	}

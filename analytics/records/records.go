@@ -143,7 +143,15 @@ type BuildReport struct {
 	SamplesPerSecond float64 `json:"samples_per_second"`
 	MBPerSecond      float64 `json:"mb_per_second"`
 	JPEGFallbacks    *int64  `json:"jpeg_fallbacks"` // nil in reports written before it
-	Phases           struct {
+	// Reuse is what the version's shards took from published versions;
+	// nil in reports written before reuse existed.
+	Reuse *struct {
+		Reused      int64 `json:"reused"`
+		Decoded     int64 `json:"decoded"`
+		FellBack    int64 `json:"fell_back"`
+		BytesCopied int64 `json:"bytes_copied"`
+	} `json:"reuse"`
+	Phases struct {
 		Scan      float64 `json:"scan"`
 		Validate  float64 `json:"validate"`
 		Read      float64 `json:"read"`
@@ -179,6 +187,9 @@ func DecodeBuildReport(raw []byte) (*BuildReport, error) {
 	}
 	if r.JPEGFallbacks != nil && (*r.JPEGFallbacks < 0 || *r.JPEGFallbacks > r.Samples) {
 		return nil, fmt.Errorf("jpeg_fallbacks is %d of %d samples", *r.JPEGFallbacks, r.Samples)
+	}
+	if u := r.Reuse; u != nil && (u.Reused < 0 || u.Decoded < 0 || u.FellBack < 0 || u.FellBack > u.Decoded || u.BytesCopied < 0) {
+		return nil, fmt.Errorf("reuse counts %d reused, %d decoded, %d fell back, %d bytes", u.Reused, u.Decoded, u.FellBack, u.BytesCopied)
 	}
 	p := r.Phases
 	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {

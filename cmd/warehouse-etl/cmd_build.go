@@ -326,6 +326,10 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 			p.Total, p.Scan, p.Validate, p.Write, p.Publish, r.SamplesPerSecond, r.MBPerSecond)
 		fmt.Fprintf(w, "  workers   %d: read %.2fs, decode %.2fs, resize %.2fs, normalize %.2fs (summed over workers)\n",
 			r.Workers, p.Read, p.Decode, p.Resize, p.Normalize)
+		if u := r.Reuse; u.Enabled {
+			fmt.Fprintf(w, "  reuse     %d copied from published versions (%.1f MB), %d decoded, %d fell back to decoding\n",
+				u.Reused, float64(u.BytesCopied)/1e6, u.Decoded, u.FellBack)
+		}
 	}
 	if len(t.ByReason) > 0 {
 		fmt.Fprintf(w, "  reasons  ")
