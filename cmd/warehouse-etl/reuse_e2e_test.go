@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"warehouse-etl/shard"
+	"warehouse-etl/warehouse"
+)
+
+// reuseCounts is build_report.json's reuse section.
+type reuseCounts struct {
+	Enabled     bool     `json:"enabled"`
+	Sources     []string `json:"sources"`
+	Reused      int64    `json:"reused"`
+	Decoded     int64    `json:"decoded"`
+	FellBack    int64    `json:"fell_back"`
+	BytesCopied int64    `json:"bytes_copied"`
+}
+
+func readReuse(t *testing.T, dir string) reuseCounts {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, warehouse.BuildReportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Reuse reuseCounts `json:"reuse"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Reuse
+}
+
+// sameVersion fails unless the version directories a (built with reuse)
+// and b (a clean --no-reuse build) hold the same bytes: every shard,
+// samples.jsonl, samples.parquet, fingerprint.jsonl, the Zarr store, and
+// the manifest less created_at_ms and the checksums of the files that
+// carry times (build_report.json, build.parquet, runs.parquet: it holds
+// created_at_ms).
+func sameVersion(t *testing.T, what, a, b string) {
+	t.Helper()
+	ma, err := os.ReadFile(filepath.Join(a, warehouse.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := os.ReadFile(filepath.Join(b, warehouse.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(manifestSansTime(ma), manifestSansTime(mb)) {
+		t.Errorf("%s: manifests differ (less created_at_ms and the timed files)", what)
+	}
+	skip := regexp.MustCompile(`^(manifest\.json(\.sha256)?|build_report\.json|build\.parquet|runs\.parquet)$`)
+	files := 0
+	err = filepath.WalkDir(b, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(b, p)
+		if skip.MatchString(rel) {
+			return nil
+		}
+		files++
+		x, err1 := os.ReadFile(filepath.Join(a, rel))
+		y, err2 := os.ReadFile(p)
+		if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s: %s differs from the clean build's (%v, %v)", what, rel, err1, err2)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	_ = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if n != files+5 { // the five skipped above
+		t.Errorf("%s: %d files with reuse, %d in the clean build", what, n, files+5)
+	}
+}
+
+// TestReuseByteIdentical is issue 24 item 3: a build that copies unchanged
+// samples from the published version is byte-identical to a clean
+// --no-reuse build of the same config and inputs, through a night's worth
+// of changes, each case rebuilt with WAREHOUSE_CLEAR=1 as nightly.sh does.
+// U8 with a Zarr store, so that the images and the Zarr chunks are
+// compared too.
+func TestReuseByteIdentical(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "capture")
+	if err := os.CopyFS(root, os.DirFS(demoRoot(t))); err != nil {
+		t.Fatal(err)
+	}
+	over := map[string]any{"dtype": "u8", "zarr": map[string]any{"enabled": true}}
+	cfgPath, outRoot := writeConfig(t, root, over)
+	clear := map[string]string{"WAREHOUSE_CLEAR": "1"}
+
+	first, _ := mustBuild(t, cfgPath, nil, "--quiet")
+	if r := readReuse(t, first); !r.Enabled || r.Reused != 0 || r.Decoded == 0 {
+		t.Fatalf("first build: %+v", r)
+	}
+	clean := func(what string, overrides map[string]any) string {
+		t.Helper()
+		o := map[string]any{}
+		for k, v := range over {
+			o[k] = v
+		}
+		for k, v := range overrides {
+			o[k] = v
+		}
+		c, _ := writeConfig(t, root, o)
+		dir, _ := mustBuild(t, c, nil, "--no-reuse", "--quiet")
+		if r := readReuse(t, dir); r.Enabled || r.Reused != 0 {
+			t.Fatalf("%s: --no-reuse build reused: %+v", what, r)
+		}
+		return dir
+	}
+	// step rebuilds with reuse after change and compares with a clean
+	// build; check sees the reuse counts.
+	step := func(what string, change func(), check func(r reuseCounts)) {
+		t.Helper()
+		change()
+		dir, res := mustBuild(t, cfgPath, clear, "--quiet")
+		if !strings.Contains(res.stderr, "reuse ") {
+			t.Errorf("%s: the build summary has no reuse line:\n%s", what, res.stderr)
+		}
+		sameVersion(t, what, dir, clean(what, nil))
+		r := readReuse(t, dir)
+		t.Logf("%s: %+v", what, r)
+		check(r)
+	}
+	jpg := func(run string, frame int) string {
+		return filepath.Join(root, run, "images", fmt.Sprintf("frame_%05d.jpg", frame))
+	}
+
+	step("one run added", func() {
+		// A run of new images: run_2's frames, re-encoded differently
+		// (a quantisation table entry changed), and one frame as is.
+		if err := os.CopyFS(filepath.Join(root, "run_3"), os.DirFS(filepath.Join(root, "run_2"))); err != nil {
+			t.Fatal(err)
+		}
+		for f := 1; f < 10; f++ {
+			if _, err := os.Stat(jpg("run_3", f)); err == nil { // frame 5 has no image
+				bumpQuantTable(t, jpg("run_3", f), false)
+			}
+		}
+	}, func(r reuseCounts) {
+		// run_3 frame 0 equals run_2 frame 0: reused; its other kept
+		// frames are new images.
+		if r.Reused < 20 || r.Decoded < 5 || r.FellBack != 0 {
+			t.Errorf("one run added: %+v", r)
+		}
+	})
+	step("one run removed", func() {
+		if err := os.RemoveAll(filepath.Join(root, "run_10")); err != nil {
+			t.Fatal(err)
+		}
+	}, func(r reuseCounts) {
+		if r.Reused == 0 || r.Decoded > 2 || r.FellBack != 0 {
+			t.Errorf("one run removed: %+v", r)
+		}
+	})
+	step("runs reordered by name", func() {
+		if err := os.Rename(filepath.Join(root, "run_1700000000123"), filepath.Join(root, "run_1")); err != nil {
+			t.Fatal(err)
+		}
+	}, func(r reuseCounts) {
+		if r.Reused == 0 || r.Decoded > 2 {
+			t.Errorf("runs reordered: %+v", r)
+		}
+	})
+	step("a label edited", func() {
+		p := filepath.Join(root, "run_2", "labels", "frame_00000.json")
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := bytes.Replace(raw, []byte(`"bbox_px": [38.5,83.5,70.5,126]`), []byte(`"bbox_px": [30.5,80.5,90.5,120]`), 1)
+		if bytes.Equal(edited, raw) {
+			t.Fatal("the label to edit changed")
+		}
+		if err := os.WriteFile(p, edited, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}, func(r reuseCounts) {
+		if r.Reused == 0 || r.Decoded > 2 {
+			t.Errorf("label edited: %+v", r)
+		}
+	})
+	var before reuseCounts
+	step("an image replaced by another of the same size and mtime", func() {
+		before = readReuse(t, filepath.Join(outRoot, filepath.Base(first)))
+		// Twice: once would make it run_3's frame 1, a sample of the
+		// published version (and rightly reused).
+		bumpQuantTable(t, jpg("run_2", 1), true)
+		bumpQuantTable(t, jpg("run_2", 1), true)
+	}, func(r reuseCounts) {
+		if r.Decoded != before.Decoded+1 || r.FellBack != 0 {
+			t.Errorf("image replaced: %+v, the build before %+v", r, before)
+		}
+	})
+	step("an image touched", func() {
+		future := time.Now().Add(time.Hour)
+		if err := os.Chtimes(jpg("run_2", 2), future, future); err != nil {
+			t.Fatal(err)
+		}
+	}, func(r reuseCounts) {
+		if r.Decoded > 2 || r.Reused == 0 {
+			t.Errorf("image touched: %+v", r)
+		}
+	})
+
+	// A flipped byte in the image of a sample of the published version:
+	// its CRC-32C fails, the sample is decoded instead and counted.
+	cur := filepath.Join(outRoot, filepath.Base(first))
+	m, err := warehouse.ReadManifest(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardPath := filepath.Join(cur, m.Shards[1].RelativePath)
+	sr, err := shard.Open(shardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _ := sr.ImageSpan(1, 1)
+	sr.Close()
+	step("a source version with a flipped sample byte", func() {
+		f, err := os.OpenFile(shardPath, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, off+100); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x10
+		if _, err := f.WriteAt(b, off+100); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		future := time.Now().Add(2 * time.Hour)
+		if err := os.Chtimes(jpg("run_2", 2), future, future); err != nil {
+			t.Fatal(err)
+		}
+	}, func(r reuseCounts) {
+		if r.FellBack != 1 || r.Reused == 0 {
+			t.Errorf("flipped byte: %+v", r)
+		}
+	})
+
+	// A partitioned build, N=3, reusing the single-machine version.
+	future := time.Now().Add(3 * time.Hour)
+	if err := os.Chtimes(jpg("run_2", 4), future, future); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res := runCLI(t, context.Background(), clear, "build", "--config", cfgPath, "--quiet", "--partition", fmt.Sprintf("%d/3", i))
+		if res.code != 0 {
+			t.Fatalf("partition %d/3: exit %d\n%s", i, res.code, res.stderr)
+		}
+	}
+	res := runCLI(t, context.Background(), clear, "commit", "--config", cfgPath, "--quiet")
+	if res.code != 0 {
+		t.Fatalf("commit: exit %d\n%s", res.code, res.stderr)
+	}
+	dir := strings.TrimSpace(res.stdout)
+	sameVersion(t, "partitioned N=3", dir, clean("partitioned", nil))
+	if r := readReuse(t, dir); r.Reused == 0 || r.Decoded > 2 || r.FellBack != 0 {
+		t.Errorf("partitioned N=3: %+v", r)
+	}
+
+	// A changed target size is another version: nothing to reuse.
+	c2, _ := writeConfig(t, root, map[string]any{"dtype": "u8", "zarr": map[string]any{"enabled": true}, "target_size": []int{256, 192}, "output_root": outRoot})
+	dir2, _ := mustBuild(t, c2, nil, "--quiet")
+	if r := readReuse(t, dir2); r.Reused != 0 || r.FellBack != 0 || len(r.Sources) != 0 {
+		t.Errorf("changed target size: %+v", r)
+	}
+	sameVersion(t, "changed target size", dir2, clean("target size", map[string]any{"target_size": []int{256, 192}}))
+}
+
+// bumpQuantTable changes one entry of the first JPEG quantisation table of
+// the file at p: a different image of the same size (bytes and
+// dimensions) that still decodes. keepTime restores the file's mtime, so
+// that the source fingerprint (path, size, mtime) cannot see the change.
+func bumpQuantTable(t *testing.T, p string, keepTime bool) {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(raw, []byte{0xFF, 0xDB})
+	if i < 0 || i+4+10 >= len(raw) {
+		t.Fatalf("%s: no quantisation table", p)
+	}
+	// FF DB, 2 length bytes, Pq/Tq, then 64 entries: change the 10th.
+	q := i + 5 + 10
+	if raw[q] < 200 {
+		raw[q] += 7
+	} else {
+		raw[q] -= 7
+	}
+	if err := os.WriteFile(p, raw, st.Mode()); err != nil {
+		t.Fatal(err)
+	}
+	if keepTime {
+		if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
