@@ -46,6 +46,9 @@ type Options struct {
 	// Reuse says where to find samples to copy instead of decoding
 	// (reuse.go); the zero value reuses from output_root's versions.
 	Reuse ReuseOptions
+	// NoStaleEstimate: a changed source is refused (*StaleError) without
+	// first scanning it to say how much a rebuild would reuse.
+	NoStaleEstimate bool
 }
 
 // Status says what a successful Build did.
@@ -206,7 +209,13 @@ func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, sta
 	if m, err := b.published(final); err != nil {
 		return nil, err
 	} else if m != nil {
-		return b.upToDate(ctx, lock, final, m)
+		res, err := b.upToDate(ctx, lock, final, m)
+		if se := (*StaleError)(nil); errors.As(err, &se) {
+			if tmp, terr := lock.CreateTemp(); terr == nil {
+				b.estimateStale(ctx, tmp, se)
+			}
+		}
+		return res, err
 	}
 	replacing := fileExists(final)
 	tmp, err := lock.CreateTemp()

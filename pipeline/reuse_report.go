@@ -1,5 +1,11 @@
 package pipeline
 
+import (
+	"context"
+	"os"
+	"strconv"
+)
+
 // reuseOutcome is what became of one planned sample's image.
 type reuseOutcome uint8
 
@@ -56,4 +62,48 @@ func (b *builder) reuseReport(w *writeResult) ReuseReport {
 		r.MatchSeconds = s.Seconds
 	}
 	return r
+}
+
+// estimateStale fills in se how many of the new build's planned samples
+// would be decoded: it scans the changed sources into a temporary
+// directory of the version (the scan and the identities, as the rebuild
+// would) and matches them against the published versions, then removes
+// it. Failures leave se as it was: the estimate is a courtesy.
+func (b *builder) estimateStale(ctx context.Context, tmp string, se *StaleError) {
+	if b.opts.Reuse.Off || b.opts.NoStaleEstimate {
+		return
+	}
+	defer os.RemoveAll(tmp)
+	scan, sp, err := b.prepare(ctx, tmp, newReport(b, b.now()))
+	if err != nil || scan == nil {
+		b.log.Debug("no reuse estimate", "err", err)
+		return
+	}
+	todo := map[int]bool{}
+	for k := range sp.shards() {
+		todo[k] = true
+	}
+	x, err := b.openReuse(ctx, scan, sp, todo)
+	if err != nil {
+		return
+	}
+	x.close()
+	se.Planned = scan.planned
+	se.Changed = scan.planned
+	if b.reuse != nil {
+		se.Changed -= b.reuse.Matched
+	}
+	se.Estimated = true
+}
+
+// thousands writes n with comma separators: 10,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

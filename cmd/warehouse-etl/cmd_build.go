@@ -38,6 +38,8 @@ a build killed part way, keeps its complete shards and builds the rest.
 environment:
   WAREHOUSE_CLEAR=1                rebuild an existing version and replace it atomically
                                    (with --partition: rebuild this partition's staged shards)
+  WAREHOUSE_CLEAR=changed          rebuild and replace it only when its sources changed (the
+                                   nightly's choice: unchanged samples are copied, not decoded)
   SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_MIN/MAX or _COUNT   --partition auto on Slurm
   JOB_COMPLETION_INDEX, WAREHOUSE_PARTITIONS               --partition auto on Kubernetes
   WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}        override a threshold's max_count ("off" removes it)
@@ -48,6 +50,9 @@ environment:
 type buildEnv struct {
 	// Clear is WAREHOUSE_CLEAR.
 	Clear bool
+	// ClearChanged is WAREHOUSE_CLEAR=changed: rebuild (reusing the
+	// unchanged samples) only when the sources changed, else up to date.
+	ClearChanged bool
 	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
 	// WAREHOUSE_*_ACTION: thresholdsFromEnv) and, for build --partition
 	// auto, the job engine's variables (partitionFromEnv).
@@ -56,6 +61,7 @@ type buildEnv struct {
 
 func (e *buildEnv) readEnv(getenv func(string) string) {
 	e.Clear = clearRequested(getenv("WAREHOUSE_CLEAR"))
+	e.ClearChanged = strings.EqualFold(strings.TrimSpace(getenv("WAREHOUSE_CLEAR")), "changed")
 	e.Getenv = getenv
 }
 
@@ -170,6 +176,9 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		Reuse:       pipeline.ReuseOptions{Off: opts.NoReuse, From: opts.ReuseFrom},
 	}
 	if opts.Partition != "" {
+		if opts.ClearChanged {
+			return usageError{errors.New("WAREHOUSE_CLEAR=changed: not with --partition (use 1 on the partitions and the commit)")}
+		}
 		pres, err := pipeline.BuildPartition(ctx, popts, part)
 		if bar != nil {
 			bar.stop()
@@ -186,7 +195,19 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		fmt.Fprintln(s.stdout, pres.Staging)
 		return nil
 	}
-	res, err = pipeline.Build(ctx, popts)
+	if opts.ClearChanged {
+		// Unchanged: up to date, as without it. Changed: say what
+		// changed, then rebuild over it, reusing what did not.
+		popts.NoStaleEstimate = true
+		res, err = pipeline.Build(ctx, popts)
+		if stale := (*pipeline.StaleError)(nil); errors.As(err, &stale) {
+			log.Warn("sources changed: rebuilding with reuse (WAREHOUSE_CLEAR=changed)", "dir", stale.Dir, "change", stale.Change)
+			popts.Clear = true
+			res, err = pipeline.Build(ctx, popts)
+		}
+	} else {
+		res, err = pipeline.Build(ctx, popts)
+	}
 	if bar != nil {
 		bar.stop()
 	}
@@ -347,7 +368,8 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 func logProgress(log *slog.Logger, c *pipeline.Counters, every time.Duration) (stop func()) {
 	return tick(every, func(last bool) {
 		if !last {
-			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
+			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load(),
+				"reused", c.Reused.Load(), "decoded", c.Decoded.Load(), "fell_back", c.ReuseFallbacks.Load())
 		}
 	})
 }

@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
 	"warehouse-etl/shard"
 	"warehouse-etl/warehouse"
 )
@@ -325,4 +330,85 @@ func bumpQuantTable(t *testing.T, p string, keepTime bool) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestReuseStaleAndMetrics is issue 24 items 4 and 5: an unchanged rerun
+// is up to date; a changed source exits 4 saying how much of the rebuild
+// it reuses; WAREHOUSE_CLEAR=changed rebuilds it (and only it), and the
+// metrics file, the build report and build.parquet count what was reused.
+func TestReuseStaleAndMetrics(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "capture")
+	if err := os.CopyFS(root, os.DirFS(demoRoot(t))); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := writeConfig(t, root, nil)
+	dir, _ := mustBuild(t, cfgPath, nil, "--quiet")
+	if _, res := mustBuild(t, cfgPath, nil); !strings.Contains(res.stderr, "up to date") {
+		t.Fatalf("unchanged rerun:\n%s", res.stderr)
+	}
+	bumpQuantTable(t, filepath.Join(root, "run_2", "images", "frame_00002.jpg"), false)
+	res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet")
+	m := regexp.MustCompile(`(\d+) of (\d+) samples changed; the rebuild reuses the rest`).FindStringSubmatch(res.stderr)
+	if res.code != exitStale || m == nil || !strings.Contains(res.stderr, "WAREHOUSE_CLEAR=1") {
+		t.Fatalf("changed source: exit %d\n%s", res.code, res.stderr)
+	}
+	metrics := filepath.Join(t.TempDir(), "build.prom")
+	changed := map[string]string{"WAREHOUSE_CLEAR": "changed"}
+	again, res := mustBuild(t, cfgPath, changed, "--quiet", "--metrics-file", metrics)
+	if again != dir || !strings.Contains(res.stderr, "rebuilt: ") {
+		t.Fatalf("WAREHOUSE_CLEAR=changed: %s\n%s", again, res.stderr)
+	}
+	r := readReuse(t, dir)
+	man, err := warehouse.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r.Decoded) != m[1] || fmt.Sprint(r.Reused+r.Decoded) != m[2] || r.Reused+r.Decoded < man.Samples || r.Reused == 0 {
+		t.Errorf("the message said %s of %s changed; the rebuild: %+v of %d samples", m[1], m[2], r, man.Samples)
+	}
+	raw, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := fmt.Sprintf(`warehouse_etl_build_images{config=%q,how=`, cfgPath)
+	if metricValue(t, string(raw), label+`"reused"}`) != float64(r.Reused) || metricValue(t, string(raw), label+`"decoded"}`) != float64(r.Decoded) ||
+		metricValue(t, string(raw), fmt.Sprintf(`warehouse_etl_build_reuse_bytes_copied{config=%q}`, cfgPath)) != float64(r.BytesCopied) {
+		t.Errorf("metrics disagree with the report %+v:\n%s", r, raw)
+	}
+	for col, want := range map[string]int64{"reused": r.Reused, "decoded": r.Decoded, "reuse_fell_back": r.FellBack, "reuse_bytes_copied": r.BytesCopied} {
+		if got := parquetInt64(t, filepath.Join(dir, warehouse.BuildParquetName), col); got != want {
+			t.Errorf("build.parquet %s = %d, the report says %d", col, got, want)
+		}
+	}
+	if _, res := mustBuild(t, cfgPath, changed); !strings.Contains(res.stderr, "up to date") {
+		t.Fatalf("WAREHOUSE_CLEAR=changed on unchanged sources:\n%s", res.stderr)
+	}
+}
+
+// parquetInt64 is the int64 column col of the one-row Parquet file at p.
+func parquetInt64(t *testing.T, p, col string) int64 {
+	t.Helper()
+	rdr, err := file.OpenParquetFile(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	idx := tbl.Schema().FieldIndices(col)
+	if len(idx) != 1 || tbl.NumRows() != 1 {
+		t.Fatalf("%s: column %s: %v, %d rows", p, col, idx, tbl.NumRows())
+	}
+	c := tbl.Column(idx[0]).Data().Chunk(0).(*array.Int64)
+	if c.IsNull(0) {
+		t.Fatalf("%s: %s is null", p, col)
+	}
+	return c.Value(0)
 }
