@@ -167,6 +167,9 @@ func (b *builder) openReuse(ctx context.Context, scan *scanResult, sp shardPlan,
 			return nil, err
 		}
 		src, n, err := b.matchVersion(dir, recipe, want, x, uint16(len(x.sources)+1))
+		if errors.Is(err, errNotPublished) {
+			continue // this version's own name, on its first build
+		}
 		if err != nil {
 			b.log.Warn("not reusing the samples of a version", "dir", dir, "why", err.Error())
 			continue
@@ -283,7 +286,7 @@ func (b *builder) matchVersion(dir string, recipe map[string]string, want []want
 	if err != nil {
 		rs.close()
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, 0, errors.New("not published")
+			return nil, 0, errNotPublished
 		}
 		return nil, 0, err
 	}
@@ -296,13 +299,15 @@ func (b *builder) matchVersion(dir string, recipe map[string]string, want []want
 	return rs, n, nil
 }
 
+var errNotPublished = errors.New("not published")
+
 // warehouseEntryOK refuses a version directory that is not a directory
 // (a symbolic link is not followed), and one that does not exist.
 func warehouseEntryOK(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return errors.New("not published")
+			return errNotPublished
 		}
 		return err
 	}
@@ -360,6 +365,7 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 		Identity   string `json:"identity"`
 	}
 	key := []byte(`"identity":"`)
+	taken := make([]uint64, (len(want)+63)/64) // digests already matched in this version, by their first index in want
 	var d [sha256.Size]byte
 	for sc.Scan() {
 		raw := sc.Bytes()
@@ -377,9 +383,10 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 			continue
 		}
 		i, found := slices.BinarySearchFunc(want, d, func(w wanted, t [sha256.Size]byte) int { return bytes.Compare(w.digest[:], t[:]) })
-		if !found {
-			continue
+		if !found || taken[i/64]&(1<<(i%64)) != 0 {
+			continue // the first old sample with a digest serves every planned one with it
 		}
+		taken[i/64] |= 1 << (i % 64)
 		no, ok := shardNo[line.Shard]
 		if !ok {
 			rel, known := shardPaths[line.Shard]

@@ -88,7 +88,7 @@ func (o *buildOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", "", "keep the build's memory under this size, e.g. 2GiB, 1500MB (default: 3/4 of the cgroup's memory.max or of physical memory); decodes that do not fit together wait for each other")
 	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
-	fs.BoolVar(&o.NoReuse, "no-reuse", false, "decode every sample; by default a sample whose input identity matches a sample of a version published under output_root has its image copied from it (docs/building.md, Reuse)")
+	fs.BoolVar(&o.NoReuse, "no-reuse", false, "decode every sample; by default a sample whose input identity matches a sample of a version published under output_root has its image copied from it (docs/reuse.md)")
 	fs.Var(&o.ReuseFrom, "reuse-from", "also reuse samples of the versions under this output root, or of this version directory (repeatable)")
 	o.Log.addFlags(fs)
 }
