@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -411,4 +412,80 @@ func parquetInt64(t *testing.T, p, col string) int64 {
 		t.Fatalf("%s: %s is null", p, col)
 	}
 	return c.Value(0)
+}
+
+// TestNightlyReusesThePreviousDelivery: deploy/nightly.sh, as the
+// schedulers run it, over two nights; the second night's config points at
+// a new delivery (a new source.root: a new version), the first night's
+// frames plus a new run. Its build reuses the first night's samples and
+// decodes only the new run's, and is byte-identical to a clean build.
+func TestNightlyReusesThePreviousDelivery(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	bin := filepath.Join(t.TempDir(), "warehouse-etl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	night1 := filepath.Join(t.TempDir(), "2026-11-24")
+	if err := os.CopyFS(night1, os.DirFS(demoRoot(t))); err != nil {
+		t.Fatal(err)
+	}
+	night2 := filepath.Join(t.TempDir(), "2026-11-25")
+	if err := os.CopyFS(night2, os.DirFS(night1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(night2, "run_3"), os.DirFS(filepath.Join(night1, "run_2"))); err != nil {
+		t.Fatal(err)
+	}
+	for f := 0; f < 10; f++ {
+		if p := filepath.Join(night2, "run_3", "images", fmt.Sprintf("frame_%05d.jpg", f)); fileExistsTest(p) {
+			bumpQuantTable(t, p, false)
+		}
+	}
+	cfgPath, outRoot := writeConfig(t, night1, nil)
+	nightly := func(root string) string {
+		t.Helper()
+		raw, err := os.ReadFile(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["source"].(map[string]any)["root"] = root
+		raw, _ = json.Marshal(cfg)
+		if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "../../deploy/nightly.sh", cfgPath)
+		cmd.Env = append(os.Environ(), "WAREHOUSE_ETL="+bin, "REPORTS=0", "VERIFY_FLAGS=", "LOCK_WAIT=1s")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("nightly.sh: %v\n%s", err, out)
+		}
+		m := regexp.MustCompile(`nightly: version (\S+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("nightly.sh printed no version:\n%s", out)
+		}
+		return string(m[1])
+	}
+	first := nightly(night1)
+	second := nightly(night2)
+	if first == second || filepath.Dir(second) != outRoot {
+		t.Fatalf("the second night published %s (first %s)", second, first)
+	}
+	r := readReuse(t, second)
+	if len(r.Sources) != 1 || r.Sources[0] != first || r.Reused < 15 || r.Decoded > 10 {
+		t.Errorf("second night: %+v", r)
+	}
+	c, _ := writeConfig(t, night2, nil)
+	clean, _ := mustBuild(t, c, nil, "--no-reuse", "--quiet")
+	sameVersion(t, "second night", second, clean)
+}
+
+func fileExistsTest(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
