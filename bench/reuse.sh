@@ -131,9 +131,9 @@ unchanged_bytes=$(du -sb "$pristine/$version/shards" | cut -f1)
 echo "== adding run_$RUNS: $added frames (1%)" >&2
 "$PY" "$gen" "$data" "$RUNS" "$added"
 
-: >"$BENCH_DIR/reuse.txt"; : >"$BENCH_DIR/noreuse.txt"; : >"$BENCH_DIR/cp.txt"
+: >"$BENCH_DIR/reuse.txt"; : >"$BENCH_DIR/noreuse.txt"; : >"$BENCH_DIR/cp.txt"; : >"$BENCH_DIR/cpsync.txt"
 for i in $(seq "$REPEATS"); do
-  for what in reuse noreuse cp; do
+  for what in reuse noreuse cp cpsync; do
     out=$BENCH_DIR/runs/$what-$i
     rm -rf "$out"
     cp -al "$pristine" "$out"     # hard links: a rebuild replaces files, never edits them
@@ -142,6 +142,8 @@ for i in $(seq "$REPEATS"); do
       reuse)   config "$out"; t=$(WAREHOUSE_CLEAR=1 secs "$bin" build --config "$BENCH_DIR/cfg/reuse.jsonc" --quiet) ;;
       noreuse) config "$out"; t=$(WAREHOUSE_CLEAR=1 secs "$bin" build --config "$BENCH_DIR/cfg/reuse.jsonc" --quiet --no-reuse) ;;
       cp)      t=$(secs cp -r "$pristine/$version/shards" "$out/copy") ;;
+      # cp and fsync of the copies: what a build must do too before it publishes.
+      cpsync)  t=$(secs sh -c 'cp -r "$1" "$2" && sync "$2"/*' sh "$pristine/$version/shards" "$out/copy") ;;
     esac
     echo "$t" >>"$BENCH_DIR/$what.txt"
     echo "  repeat $i $what: ${t}s" >&2
@@ -153,16 +155,18 @@ for i in $(seq "$REPEATS"); do
   done
   reused=$(grep -o '"reused": *[0-9]*' "$BENCH_DIR/runs/reuse-$i/$version/build_report.json" | grep -o '[0-9]*$')
   decoded=$(grep -o '"decoded": *[0-9]*' "$BENCH_DIR/runs/reuse-$i/$version/build_report.json" | grep -o '[0-9]*$')
-  rm -rf "$BENCH_DIR/runs/reuse-$i" "$BENCH_DIR/runs/noreuse-$i" "$BENCH_DIR/runs/cp-$i"
+  rm -rf "$BENCH_DIR/runs/reuse-$i" "$BENCH_DIR/runs/noreuse-$i" "$BENCH_DIR/runs/cp-$i" "$BENCH_DIR/runs/cpsync-$i"
 done
 
-r=$(median <"$BENCH_DIR/reuse.txt"); n=$(median <"$BENCH_DIR/noreuse.txt"); c=$(median <"$BENCH_DIR/cp.txt")
+r=$(median <"$BENCH_DIR/reuse.txt"); n=$(median <"$BENCH_DIR/noreuse.txt"); c=$(median <"$BENCH_DIR/cp.txt"); cs=$(median <"$BENCH_DIR/cpsync.txt")
 printf '\n%d frames 1920x1080 JPEG -> %dx%d u8, +%d frames (1%%), %d repeats, medians on %d CPUs:\n' \
   $((RUNS * FRAMES)) "$SIZE" "$SIZE" "$added" "$REPEATS" "$(nproc)"
 printf '  clean build                 %8.2f s\n' "$clean"
 printf '  rebuild, no reuse           %8.2f s\n' "$n"
 printf '  rebuild, reuse              %8.2f s   (%s reused, %s decoded)\n' "$r" "$reused" "$decoded"
 printf '  cp of the unchanged bytes   %8.2f s   (%d MB)\n' "$c" $((unchanged_bytes / 1000000))
+printf '  cp + fsync of the copies    %8.2f s\n' "$cs"
 printf '  reuse / clean build         %8.3f     (target <= 0.05)\n' "$(echo "$r / $clean" | bc -l)"
 printf '  reuse / no reuse            %8.3f\n' "$(echo "$r / $n" | bc -l)"
 printf '  reuse / cp                  %8.2f     (target <= 2)\n' "$(echo "$r / $c" | bc -l)"
+printf '  reuse / (cp + fsync)        %8.2f\n' "$(echo "$r / $cs" | bc -l)"
