@@ -558,3 +558,24 @@ func TestReuseEverySourceKind(t *testing.T) {
 		})
 	}
 }
+
+// TestReuseFrom: --reuse-from names another warehouse (an output root or
+// one version directory) to copy from; --no-reuse ignores it.
+func TestReuseFrom(t *testing.T) {
+	cfgA, rootA := writeConfig(t, demoRoot(t), nil)
+	dirA, _ := mustBuild(t, cfgA, nil, "--quiet")
+	for _, from := range []string{rootA, dirA} {
+		cfgB, _ := writeConfig(t, demoRoot(t), nil)
+		dirB, _ := mustBuild(t, cfgB, nil, "--quiet", "--reuse-from", from)
+		r := readReuse(t, dirB)
+		if len(r.Sources) != 1 || r.Sources[0] != dirA || r.Reused == 0 || r.FellBack != 0 {
+			t.Errorf("--reuse-from %s: %+v", from, r)
+		}
+		sameVersion(t, "--reuse-from "+from, dirB, dirA)
+	}
+	cfgC, _ := writeConfig(t, demoRoot(t), nil)
+	dirC, _ := mustBuild(t, cfgC, nil, "--quiet", "--reuse-from", rootA, "--no-reuse")
+	if r := readReuse(t, dirC); r.Reused != 0 || r.Enabled {
+		t.Errorf("--no-reuse with --reuse-from: %+v", r)
+	}
+}
