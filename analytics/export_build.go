@@ -68,6 +68,10 @@ var buildSchema = arrow.NewSchema([]arrow.Field{
 	int64Field("jpeg_fallbacks", true),
 	stringField("source_fingerprint_sha256", false),
 	listField("phases", arrow.StructOf(stringField("phase", false), float64Field("seconds", false), stringField("clock", false))),
+	int64Field("reused", true), // null in reports written before reuse existed
+	int64Field("decoded", true),
+	int64Field("reuse_fell_back", true),
+	int64Field("reuse_bytes_copied", true),
 }, nil)
 
 type phase struct {
@@ -133,8 +137,24 @@ func writeBuild(dir string, m *warehouse.Manifest, r *records.BuildReport) (_ *p
 		ph.FieldBuilder(1).(*array.Float64Builder).Append(p.seconds)
 		ph.FieldBuilder(2).(*array.StringBuilder).Append(p.clock)
 	}
+	for i, v := range reuseColumns(r) {
+		if v != nil {
+			i64(18 + i).Append(*v)
+		} else {
+			i64(18 + i).AppendNull()
+		}
+	}
 	if err := out.endRow(); err != nil {
 		return nil, err
 	}
 	return out, out.finish()
+}
+
+// reuseColumns are the report's reuse counts (nil without them).
+func reuseColumns(r *records.BuildReport) []*int64 {
+	u := r.Reuse
+	if u == nil {
+		return []*int64{nil, nil, nil, nil}
+	}
+	return []*int64{&u.Reused, &u.Decoded, &u.FellBack, &u.BytesCopied}
 }

@@ -25,7 +25,12 @@
 #                     warehouse-etl-build-NAME.prom there (--metrics-file) and this script
 #                     warehouse-etl-nightly-NAME.prom (NAME: CONFIG's file name without
 #                     its extension)
-#   WAREHOUSE_CLEAR   passed on to build: 1 rebuilds the version and replaces it (README)
+#   WAREHOUSE_CLEAR   passed on to build: 1 rebuilds the version and replaces it, changed
+#                     rebuilds it only when its sources changed (README, docs/reuse.md)
+#   REUSE             1 (default): build copies the samples whose input identity matches a
+#                     sample of a version already under the output root instead of decoding
+#                     them, so a night pays for what changed (docs/reuse.md); 0: --no-reuse
+#   REUSE_FROM        another output root (or version directory) to reuse samples from
 #   REPORT_DIR        where report writes (default: OUTPUT_ROOT/reports, one directory per
 #                     version, named like it; gc does not remove them); REPORTS=0 skips it
 #
@@ -45,6 +50,8 @@ lock_wait=${LOCK_WAIT:-30m}
 verify_flags=${VERIFY_FLAGS---full}
 metrics_dir=${METRICS_DIR:-}
 reports=${REPORTS:-1}
+reuse=${REUSE:-1}
+reuse_from=${REUSE_FROM:-}
 name=$(basename "$config")
 name=${name%.*}
 
@@ -59,7 +66,7 @@ meaning() {
 	1) echo "failure (I/O, internal error): retry" ;;
 	2) echo "usage or config error: fix the config or the command, do not retry" ;;
 	3) echo "a validation threshold was exceeded and nothing was published: look at the data" ;;
-	4) echo "the sources changed since this version was built: decide, then rerun with WAREHOUSE_CLEAR=1 or change the config" ;;
+	4) echo "the sources changed since this version was built (the message says how much a rebuild would reuse): decide, then rerun with WAREHOUSE_CLEAR=1 or change the config" ;;
 	5) echo "another build of this version still held its lock after --lock-wait: retry later" ;;
 	7) echo "verify found problems: do not train on this version" ;;
 	130) echo "interrupted" ;;
@@ -130,6 +137,12 @@ fail() {
 }
 
 set -- build --config "$config" --lock-wait "$lock_wait"
+if [ "$reuse" = 0 ]; then
+	set -- "$@" --no-reuse
+fi
+if [ -n "$reuse_from" ]; then
+	set -- "$@" --reuse-from "$reuse_from"
+fi
 if [ -n "$metrics_dir" ]; then
 	set -- "$@" --metrics-file "$metrics_dir/warehouse-etl-build-$name.prom"
 fi

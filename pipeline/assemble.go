@@ -68,6 +68,7 @@ func (b *builder) linkShards(tmp string, st *staging, sp shardPlan, receipts map
 		}
 		out.sums.merge(&r.Sums)
 		out.jpegFallbacks += r.JPEGFallbacks
+		out.reuse.add(r.Reuse)
 		if r.Samples == 0 {
 			continue // every planned sample failed late: no file
 		}

@@ -43,6 +43,12 @@ type Options struct {
 	// means no limit; the CLI derives a default from the machine
 	// (membudget.SystemMemory).
 	MemoryLimit int64
+	// Reuse says where to find samples to copy instead of decoding
+	// (reuse.go); the zero value reuses from output_root's versions.
+	Reuse ReuseOptions
+	// NoStaleEstimate: a changed source is refused (*StaleError) without
+	// first scanning it to say how much a rebuild would reuse.
+	NoStaleEstimate bool
 }
 
 // Status says what a successful Build did.
@@ -93,6 +99,11 @@ type builder struct {
 	extraF32   int                 // float32 values of all extras per sample
 	now        func() time.Time
 	staged     *planUse // partitions and commits: the version's stored plan (plan.go)
+	// withIdentity: the scan records each kept sample's input identity
+	// (a version build's, not validate's or live's); reuse the samples of
+	// published versions (reuse.go).
+	withIdentity bool
+	reuse        *reuseStats
 }
 
 func newBuilder(opts Options) (*builder, error) {
@@ -199,7 +210,13 @@ func (b *builder) version(ctx context.Context, lock *outputroot.VersionLock, sta
 	if m, err := b.published(final); err != nil {
 		return nil, err
 	} else if m != nil {
-		return b.upToDate(ctx, lock, final, m)
+		res, err := b.upToDate(ctx, lock, final, m)
+		if se := (*StaleError)(nil); errors.As(err, &se) {
+			if tmp, terr := lock.CreateTemp(); terr == nil {
+				b.estimateStale(ctx, tmp, se)
+			}
+		}
+		return res, err
 	}
 	replacing := fileExists(final)
 	tmp, err := lock.CreateTemp()
@@ -255,6 +272,7 @@ func (b *builder) published(final string) (*warehouse.Manifest, error) {
 // the plan into shards. The config, the thresholds with their
 // overrides and the source are the builder's (newBuilder).
 func (b *builder) prepare(ctx context.Context, dir string, rep *Report) (*scanResult, shardPlan, error) {
+	b.withIdentity = true
 	scan, err := b.scanPass(ctx, dir, rep)
 	if err != nil {
 		return nil, shardPlan{}, err
@@ -279,6 +297,7 @@ func (b *builder) seal(ctx context.Context, tmp string, m *warehouse.Manifest, w
 	sealStart := b.now()
 	m.CreatedAtMs = sealStart.UnixMilli()
 	rep.finish(m, written)
+	rep.Reuse = b.reuseReport(written)
 	// The exports are derived from the files above and written before the
 	// manifest, so a published version always has them.
 	exported, err := analytics.Export(ctx, tmp, m, analytics.ExportOptions{Logger: b.log, SkipBuild: true})

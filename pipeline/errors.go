@@ -7,10 +7,19 @@ import "fmt"
 type StaleError struct {
 	Dir    string
 	Change string
+	// Planned and Changed, when Estimated: the new build's planned
+	// samples and how many of them no published version has (the rest
+	// the rebuild copies instead of decoding; reuse.go).
+	Planned, Changed int64
+	Estimated        bool
 }
 
 func (e *StaleError) Error() string {
-	return fmt.Sprintf("sources changed since %s was built: %s; rerun with WAREHOUSE_CLEAR=1 to rebuild and replace it", e.Dir, e.Change)
+	reuse := ""
+	if e.Estimated {
+		reuse = fmt.Sprintf("; %s of %s samples changed; the rebuild reuses the rest", thousands(e.Changed), thousands(e.Planned))
+	}
+	return fmt.Sprintf("sources changed since %s was built: %s%s; rerun with WAREHOUSE_CLEAR=1 to rebuild and replace it", e.Dir, e.Change, reuse)
 }
 
 // ConfigError is a build that cannot start because of its configuration:

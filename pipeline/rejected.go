@@ -97,6 +97,7 @@ func planLine(p *plannedSample, planIdx int64, classes *classTable, lateErr stri
 		}
 		line.Letterbox = &records.Letterbox{ScaleX: g.ScaleX, ScaleY: g.ScaleY, ResizedWidth: int64(g.NewW),
 			ResizedHeight: int64(g.NewH), PadX: int64(g.PadX), PadY: int64(g.PadY)}
+		line.Identity = p.Identity
 	}
 	line.Reasons = make([]string, len(reasons))
 	for i, r := range reasons {

@@ -34,8 +34,9 @@ type Report struct {
 	// to image/jpeg (transforms.Counts.JPEGFallback): progressive,
 	// arithmetic-coded, 12-bit and CMYK files in the pure-Go build, CMYK
 	// in the turbojpeg build. They decode at full size, more slowly.
-	JPEGFallbacks int64  `json:"jpeg_fallbacks"`
-	Phases        Phases `json:"phases_seconds"`
+	JPEGFallbacks int64       `json:"jpeg_fallbacks"`
+	Reuse         ReuseReport `json:"reuse"` // samples copied from published versions (reuse.go)
+	Phases        Phases      `json:"phases_seconds"`
 
 	start time.Time // StartedAtMs with the monotonic clock, for Phases.Total
 }

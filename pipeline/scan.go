@@ -32,8 +32,9 @@ type plannedSample struct {
 	sources.Sample
 	Kept     bool                `json:"kept"`
 	Geometry transforms.Geometry `json:"geometry"`
-	Target   []plannedBox        `json:"target,omitempty"`  // boxes in target space, at most max_boxes
-	Dropped  int                 `json:"dropped,omitempty"` // boxes lost to clamping or max_boxes
+	Target   []plannedBox        `json:"target,omitempty"`   // boxes in target space, at most max_boxes
+	Dropped  int                 `json:"dropped,omitempty"`  // boxes lost to clamping or max_boxes
+	Identity string              `json:"identity,omitempty"` // kept samples of a version build: the input identity (reuse_identity.go)
 }
 
 type plannedBox struct {
@@ -128,6 +129,14 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 	keys := map[sources.ClassKey]bool{}
 	pinned := b.pinnedClasses()
 	var validating time.Duration
+	emit := func(p *plannedSample) error { return enc.Encode(p) }
+	var ids *identityStage
+	if b.withIdentity {
+		// Each kept sample's input identity, hashed in a pool and
+		// spilled in scan order (reuse_identity.go).
+		ids = b.startIdentities(ctx, b.workers, emit)
+		emit = ids.put
+	}
 	err = b.src.Scan(ctx, func(s *sources.Sample) error {
 		if s.Seq != res.inputs {
 			return fmt.Errorf("source %s: sample seq %d, want %d (scan order must be dense)", b.src.Kind(), s.Seq, res.inputs)
@@ -150,8 +159,13 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return enc.Encode(p)
+		return emit(p)
 	})
+	if ids != nil {
+		if cerr := ids.close(); cerr != nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

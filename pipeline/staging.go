@@ -109,6 +109,9 @@ type shardReceipt struct {
 	// to image/jpeg (build_report.json's jpeg_fallbacks).
 	JPEGFallbacks int64  `json:"jpeg_fallbacks"`
 	BuiltBy       string `json:"built_by"`
+	// Reuse counts the shard's samples copied from a published version
+	// (reuse.go); absent when none was.
+	Reuse reuseCounts `json:"reuse,omitzero"`
 }
 
 // lateFailure is a planned sample whose full decode failed.

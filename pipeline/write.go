@@ -26,6 +26,7 @@ type job struct {
 	image    []byte // transformed CHW tensor
 	lateErr  error  // full decode failed after pass 1 accepted the header
 	fallback bool   // the JPEG decoder left it to image/jpeg (transforms.Counts)
+	reuse    reuseOutcome
 	sums     channelSums
 	readNs   int64
 	xformNs  int64
@@ -41,6 +42,7 @@ type writeResult struct {
 	// jpegFallbacks counts the samples decoded by image/jpeg, from the
 	// shard receipts: the same whichever processes built the shards.
 	jpegFallbacks int64
+	reuse         reuseCounts // from the receipts too
 }
 
 // shardPlan is the plan's division into shards.
@@ -155,6 +157,11 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 	if err != nil {
 		return nil, err
 	}
+	reuse, err := b.openReuse(ctx, scan, sp, todo)
+	if err != nil {
+		return nil, err
+	}
+	defer reuse.close()
 	if s, ok := b.src.(budgeted); ok && mem.budget != nil {
 		s.SetMemoryBudget(mem.budget)
 		defer s.SetMemoryBudget(nil)
@@ -215,8 +222,13 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 				return err
 			}
 			mem.attach(ctx, tr)
+			rr := reuse.reader(b.counters, b.log.Warn)
+			defer rr.close()
 			for j := range jobs {
-				workerStats[w].read += b.transform(tr, j)
+				if !rr.copy(j) {
+					workerStats[w].read += b.transform(tr, j)
+					b.counters.Decoded.Add(1)
+				}
 				select {
 				case results <- j:
 				case <-ctx.Done():
@@ -362,6 +374,7 @@ func (s *shardSink) put(j *job) error {
 	if j.fallback {
 		c.receipt.JPEGFallbacks++
 	}
+	c.receipt.Reuse.count(j)
 	if k != c.k {
 		return fmt.Errorf("pipeline: planned sample %d reached %s before %s was complete", j.planIdx, shardID(k), shardID(c.k))
 	}

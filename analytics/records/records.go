@@ -50,6 +50,11 @@ type SampleLine struct {
 	BoxCount    int64      `json:"box_count"`
 	ClassIndex  []int64    `json:"class_index,omitempty"`
 	Letterbox   *Letterbox `json:"letterbox,omitempty"` // kept samples: where the image landed in the target
+	// Identity is the kept sample's input identity: the hex sha256 of
+	// what decides its image tensor (the encoded image bytes and the
+	// pixel recipe), "" (left out) for a skipped sample, one whose image
+	// could not be read, and in versions built before it existed.
+	Identity string `json:"identity,omitempty"`
 }
 
 // Letterbox is the provenance of a kept sample's image in target space:
@@ -104,6 +109,9 @@ func DecodeSampleLine(raw []byte) (*SampleLine, error) {
 	} else if s.Index != -1 || s.Shard != "" || s.ShardIndex != -1 || s.BoxCount != 0 || s.Letterbox != nil {
 		return nil, fmt.Errorf("skipped sample with a shard position, boxes or letterbox")
 	}
+	if s.Identity != "" && !isHexDigest(s.Identity) {
+		return nil, fmt.Errorf("identity %.80q: want 64 lowercase hex digits", s.Identity)
+	}
 	if s.Reasons == nil {
 		s.Reasons = []string{}
 	}
@@ -135,7 +143,15 @@ type BuildReport struct {
 	SamplesPerSecond float64 `json:"samples_per_second"`
 	MBPerSecond      float64 `json:"mb_per_second"`
 	JPEGFallbacks    *int64  `json:"jpeg_fallbacks"` // nil in reports written before it
-	Phases           struct {
+	// Reuse is what the version's shards took from published versions;
+	// nil in reports written before reuse existed.
+	Reuse *struct {
+		Reused      int64 `json:"reused"`
+		Decoded     int64 `json:"decoded"`
+		FellBack    int64 `json:"fell_back"`
+		BytesCopied int64 `json:"bytes_copied"`
+	} `json:"reuse"`
+	Phases struct {
 		Scan      float64 `json:"scan"`
 		Validate  float64 `json:"validate"`
 		Read      float64 `json:"read"`
@@ -171,6 +187,9 @@ func DecodeBuildReport(raw []byte) (*BuildReport, error) {
 	}
 	if r.JPEGFallbacks != nil && (*r.JPEGFallbacks < 0 || *r.JPEGFallbacks > r.Samples) {
 		return nil, fmt.Errorf("jpeg_fallbacks is %d of %d samples", *r.JPEGFallbacks, r.Samples)
+	}
+	if u := r.Reuse; u != nil && (u.Reused < 0 || u.Decoded < 0 || u.FellBack < 0 || u.FellBack > u.Decoded || u.BytesCopied < 0) {
+		return nil, fmt.Errorf("reuse counts %d reused, %d decoded, %d fell back, %d bytes", u.Reused, u.Decoded, u.FellBack, u.BytesCopied)
 	}
 	p := r.Phases
 	for _, v := range []float64{r.SamplesPerSecond, r.MBPerSecond, p.Scan, p.Validate, p.Read, p.Decode, p.Resize, p.Normalize, p.Write, p.Publish, p.Total} {
@@ -213,4 +232,17 @@ func ParseRecipe(s string) (map[string]string, error) {
 		out[key] = value
 	}
 	return out, nil
+}
+
+// isHexDigest reports whether s is a sha256 in lowercase hex.
+func isHexDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

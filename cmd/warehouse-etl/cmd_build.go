@@ -38,6 +38,8 @@ a build killed part way, keeps its complete shards and builds the rest.
 environment:
   WAREHOUSE_CLEAR=1                rebuild an existing version and replace it atomically
                                    (with --partition: rebuild this partition's staged shards)
+  WAREHOUSE_CLEAR=changed          rebuild and replace it only when its sources changed (the
+                                   nightly's choice: unchanged samples are copied, not decoded)
   SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_MIN/MAX or _COUNT   --partition auto on Slurm
   JOB_COMPLETION_INDEX, WAREHOUSE_PARTITIONS               --partition auto on Kubernetes
   WAREHOUSE_MAX_{INVALID,MISSING,EMPTY}        override a threshold's max_count ("off" removes it)
@@ -48,6 +50,9 @@ environment:
 type buildEnv struct {
 	// Clear is WAREHOUSE_CLEAR.
 	Clear bool
+	// ClearChanged is WAREHOUSE_CLEAR=changed: rebuild (reusing the
+	// unchanged samples) only when the sources changed, else up to date.
+	ClearChanged bool
 	// Getenv reads the threshold overrides (WAREHOUSE_MAX_*,
 	// WAREHOUSE_*_ACTION: thresholdsFromEnv) and, for build --partition
 	// auto, the job engine's variables (partitionFromEnv).
@@ -56,6 +61,7 @@ type buildEnv struct {
 
 func (e *buildEnv) readEnv(getenv func(string) string) {
 	e.Clear = clearRequested(getenv("WAREHOUSE_CLEAR"))
+	e.ClearChanged = strings.EqualFold(strings.TrimSpace(getenv("WAREHOUSE_CLEAR")), "changed")
 	e.Getenv = getenv
 }
 
@@ -68,6 +74,8 @@ type buildOptions struct {
 	LockWait    time.Duration
 	Partition   string
 	MemoryLimit string
+	NoReuse     bool
+	ReuseFrom   pathList
 	Log         logOptions
 	buildEnv
 }
@@ -80,7 +88,21 @@ func (o *buildOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LockWait, "lock-wait", 0, "wait up to this long for another build of the same version to finish instead of exiting 5 (e.g. 30m)")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", "", "keep the build's memory under this size, e.g. 2GiB, 1500MB (default: 3/4 of the cgroup's memory.max or of physical memory); decodes that do not fit together wait for each other")
 	fs.StringVar(&o.Partition, "partition", "", "build only partition i/N of the version's shards (e.g. 2/8), or auto: from Slurm or Kubernetes; publish with commit")
+	fs.BoolVar(&o.NoReuse, "no-reuse", false, "decode every sample; by default a sample whose input identity matches a sample of a version published under output_root has its image copied from it (docs/reuse.md)")
+	fs.Var(&o.ReuseFrom, "reuse-from", "also reuse samples of the versions under this output root, or of this version directory (repeatable)")
 	o.Log.addFlags(fs)
+}
+
+// pathList is a repeatable path flag.
+type pathList []string
+
+func (p *pathList) String() string { return strings.Join(*p, ",") }
+func (p *pathList) Set(v string) error {
+	if v == "" {
+		return errors.New("an empty path")
+	}
+	*p = append(*p, v)
+	return nil
 }
 
 // runBuild builds the version opts.Config describes, or with
@@ -160,8 +182,12 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		Workers:     opts.Workers,
 		LockWait:    opts.LockWait,
 		MemoryLimit: limit,
+		Reuse:       pipeline.ReuseOptions{Off: opts.NoReuse, From: opts.ReuseFrom},
 	}
 	if opts.Partition != "" {
+		if opts.ClearChanged {
+			return usageError{errors.New("WAREHOUSE_CLEAR=changed: not with --partition (use 1 on the partitions and the commit)")}
+		}
 		pres, err := pipeline.BuildPartition(ctx, popts, part)
 		if bar != nil {
 			bar.stop()
@@ -185,7 +211,19 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 		fmt.Fprintln(s.stdout, pres.Staging)
 		return nil
 	}
-	res, err = pipeline.Build(ctx, popts)
+	if opts.ClearChanged {
+		// Unchanged: up to date, as without it. Changed: say what
+		// changed, then rebuild over it, reusing what did not.
+		popts.NoStaleEstimate = true
+		res, err = pipeline.Build(ctx, popts)
+		if stale := (*pipeline.StaleError)(nil); errors.As(err, &stale) {
+			log.Warn("sources changed: rebuilding with reuse (WAREHOUSE_CLEAR=changed)", "dir", stale.Dir, "change", stale.Change)
+			popts.Clear = true
+			res, err = pipeline.Build(ctx, popts)
+		}
+	} else {
+		res, err = pipeline.Build(ctx, popts)
+	}
 	if bar != nil {
 		bar.stop()
 	}
@@ -334,6 +372,10 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 			p.Total, p.Scan, p.Validate, p.Write, p.Publish, r.SamplesPerSecond, r.MBPerSecond)
 		fmt.Fprintf(w, "  workers   %d: read %.2fs, decode %.2fs, resize %.2fs, normalize %.2fs (summed over workers)\n",
 			r.Workers, p.Read, p.Decode, p.Resize, p.Normalize)
+		if u := r.Reuse; u.Enabled {
+			fmt.Fprintf(w, "  reuse     %d copied from published versions (%.1f MB), %d decoded, %d fell back to decoding\n",
+				u.Reused, float64(u.BytesCopied)/1e6, u.Decoded, u.FellBack)
+		}
 	}
 	if len(t.ByReason) > 0 {
 		fmt.Fprintf(w, "  reasons  ")
@@ -351,7 +393,8 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 func logProgress(log *slog.Logger, c *pipeline.Counters, every time.Duration) (stop func()) {
 	return tick(every, func(last bool) {
 		if !last {
-			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load())
+			log.Info("progress", "scanned", c.Scanned.Load(), "planned", c.Planned.Load(), "written", c.Written.Load(), "bytes", c.BytesWritten.Load(),
+				"reused", c.Reused.Load(), "decoded", c.Decoded.Load(), "fell_back", c.ReuseFallbacks.Load())
 		}
 	})
 }

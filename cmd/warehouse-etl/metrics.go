@@ -97,6 +97,12 @@ func writeBuildMetrics(path string, m buildMetrics) error {
 		}
 		gauge("warehouse_etl_build_phase_seconds", "Seconds per phase of the last build that wrote a version (read, decode, resize and normalize are summed over workers).", phases...)
 		gauge("warehouse_etl_build_bytes_written", "Shard bytes the last build wrote.", "{"+label+"} "+strconv.FormatInt(r.Report.BytesWritten, 10))
+		u := r.Report.Reuse
+		gauge("warehouse_etl_build_images", "Images of the last build that wrote a version: reused (copied from a published version), decoded, fell_back (matched, but the old copy failed its CRC-32C: decoded, and counted in decoded too).",
+			`{`+label+`,how="reused"} `+strconv.FormatInt(u.Reused, 10),
+			`{`+label+`,how="decoded"} `+strconv.FormatInt(u.Decoded, 10),
+			`{`+label+`,how="fell_back"} `+strconv.FormatInt(u.FellBack, 10))
+		gauge("warehouse_etl_build_reuse_bytes_copied", "Image bytes the last build that wrote a version copied from published versions instead of decoding.", "{"+label+"} "+strconv.FormatInt(u.BytesCopied, 10))
 	}
 	if t := m.counts(); t != nil {
 		gauge("warehouse_etl_build_samples", "Samples of the version (or of the plan a failed threshold stopped) by status: input, kept, skipped, invalid, missing, empty.",

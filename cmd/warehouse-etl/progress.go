@@ -58,9 +58,9 @@ func (p *progressBar) draw() {
 	if secs > 0 {
 		rate = float64(written) / secs
 	}
-	fmt.Fprintf(p.w, "\r[%s%s] scanned %d  written %d/%d  %.1f samples/s  %.1f MiB ",
+	fmt.Fprintf(p.w, "\r[%s%s] scanned %d  written %d/%d (reused %d, decoded %d, fell back %d)  %.1f samples/s  %.1f MiB ",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-		p.c.Scanned.Load(), written, planned, rate, float64(p.c.BytesWritten.Load())/(1<<20))
+		p.c.Scanned.Load(), written, planned, p.c.Reused.Load(), p.c.Decoded.Load(), p.c.ReuseFallbacks.Load(), rate, float64(p.c.BytesWritten.Load())/(1<<20))
 }
 
 func (p *progressBar) stop() {
