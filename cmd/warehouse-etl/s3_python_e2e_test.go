@@ -114,7 +114,7 @@ if what == "compare":
 
 elif what == "damaged":
     for mode in ("whole", "range"):
-        n = 0
+        n, loader = 0, None
         try:
             loader = make_loader(url, B, cache_dir=tempfile.mkdtemp(), mode=mode, **KW)
             for (w, a), ((e, i), b) in zip(want, batches(loader)):
@@ -125,13 +125,28 @@ elif what == "damaged":
                 fail(f"{mode}: the refusal does not name the object: {err}")
             print(f"refused {mode} after {n} good batches: {err}", flush=True)
             continue
+        finally:
+            if loader is not None:
+                loader.warehouse.close()
         fail(f"{mode}: read {n} batches of a damaged shard object without an error")
+
+elif what == "refuse_open":  # argv[7]: what the error must say
+    for mode in ("whole", "range"):
+        try:
+            warehouse_etl.open(url, cache_dir=tempfile.mkdtemp(), mode=mode).close()
+        except warehouse_etl.WarehouseError as err:
+            if sys.argv[7] not in str(err):
+                fail(f"{mode}: {err}: want {sys.argv[7]!r}")
+            print(f"refused {mode}: {err}", flush=True)
+            continue
+        fail(f"{mode}: opened")
 
 elif what == "hold":
     wh = warehouse_etl.open(url, cache_dir=tempfile.mkdtemp())
     wh.read_batch([0, 1])
     print("opened " + wh._lease.holder, flush=True)
     sys.stdin.readline()
+    wh.read_batch(list(range(len(wh))))  # every shard, fetched after gc ran: still all there
     wh.close()
     print("closed", flush=True)
 else:
@@ -190,9 +205,9 @@ func TestS3PythonReadsGoPublished(t *testing.T) {
 		t.Fatalf("build printed %q, want %s/%s", got, url, v)
 	}
 	script := s3PythonScriptPath(t)
-	py := func(what string) string {
+	py := func(what string, args ...string) string {
 		t.Helper()
-		out, err := s3PythonCmd(t, script, what, local, url, v, s3Bucket, prefix).CombinedOutput()
+		out, err := s3PythonCmd(t, append([]string{script, what, local, url, v, s3Bucket, prefix}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("python %s: %v\n%s", what, err, out)
 		}
@@ -233,6 +248,29 @@ func TestS3PythonReadsGoPublished(t *testing.T) {
 		t.Errorf("python readers left leases: %v", objs)
 	}
 
+	// The manifest's digest object Go uploaded is what Python checks the
+	// manifest against: a wrong one, or none (the manifest records file
+	// checksums), is refused.
+	s := s3Store(t, prefix)
+	digestKey := v + "/manifest.json.sha256"
+	digest, _, err := s.Get(context.Background(), digestKey, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(string(digest))
+	bad[0] ^= 0x01 // the first hex digit's low bit
+	if _, err := s.Put(context.Background(), digestKey, bad, objstore.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("python, wrong digest:\n%s", py("refuse_open", "manifest.json.sha256"))
+	if err := s.Delete(context.Background(), digestKey); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("python, no digest:\n%s", py("refuse_open", "manifest.json.sha256"))
+	if _, err := s.Put(context.Background(), digestKey, digest, objstore.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// A byte of sample 0's image in the first shard flipped on the
 	// server (a PUT of the changed bytes): Python refuses it in both
 	// modes, from a fresh cache, and hands out no batch that differs.
@@ -241,7 +279,6 @@ func TestS3PythonReadsGoPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := v + "/" + m.Shards[0].RelativePath
-	s := s3Store(t, prefix)
 	body, _, err := s.Get(context.Background(), key, 1<<30)
 	if err != nil {
 		t.Fatal(err)
