@@ -23,6 +23,8 @@ the address): torch.distributed with the gloo backend (CPU) and DistributedDataP
 
 --log-indices FILE writes "step epoch index..." per batch (FILE.rankR), the samples each
 step trained on; --mix PATH=WEIGHT (repeated) trains on a mixture of warehouses.
+--tensor-warehouse s3://BUCKET/PREFIX (a root published by `build` to S3, or .../v<id>)
+trains through the node-local cache (python/README.md, "Training from S3").
 
 Exit codes: 0 trained; 1 a damaged warehouse; 2 usage, or no warehouse (the message says
 how to build one); 3 the warehouse's validation summary exceeds its thresholds.
@@ -110,9 +112,10 @@ def main(argv=None):
     if mix and not args.tensor_warehouse:
         args.tensor_warehouse = mix[0][0]
     path = args.tensor_warehouse
+    s3 = bool(path) and path.startswith("s3://")  # opened as it is: the reader resolves the pointer
     if path and args.config:
-        path = os.path.join(path, "latest-" + args.config)
-    elif path and not os.path.exists(os.path.join(path, "manifest.json")):
+        path = path.rstrip("/") + "/latest-" + args.config if s3 else os.path.join(path, "latest-" + args.config)
+    elif path and not s3 and not os.path.exists(os.path.join(path, "manifest.json")):
         configs = sorted(n[len("latest-"):] for n in (os.listdir(path) if os.path.isdir(path) else [])
                          if n.startswith("latest-") and os.path.islink(os.path.join(path, n)))
         if len(configs) > 1:
@@ -126,7 +129,7 @@ def main(argv=None):
         print(f"train.py: --tensor-warehouse PATH is required: training reads a tensor warehouse; {hint}",
               file=sys.stderr)
         return 2
-    if not os.path.exists(path):
+    if not s3 and not os.path.exists(path):
         print(f"train.py: no tensor warehouse at {path}; {hint}", file=sys.stderr)
         return 2
     rank, world = init_distributed(args.dist_init)

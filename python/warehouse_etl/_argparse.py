@@ -10,7 +10,8 @@ def add_argument(parser, *, required=False, help=None):
     return the action. Tools pass the value to :func:`warehouse_etl.open`."""
     return parser.add_argument(
         "--tensor-warehouse", metavar="PATH", dest="tensor_warehouse", required=required,
-        help=help or ("warehouse version directory, or an output root with a `latest` pointer "
+        help=help or ("warehouse version directory, an output root with a `latest` pointer, or "
+                      "s3://BUCKET/PREFIX[/v<id>|/latest-<config>] (docs/format/s3.md) "
                       f"(build one with: {BUILD_COMMAND})"))
 
 

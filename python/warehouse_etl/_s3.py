@@ -222,7 +222,7 @@ class Lease:
 
     def __init__(self, c, loc, version, ttl_s):
         self.c, self.loc, self.version, self.ttl_s = c, loc, version, float(ttl_s)
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # <8 random hex>, as Go
         self.key = loc.key(".leases", version, self.holder + ".json")
         self.pid = os.getpid()
         self._stop = threading.Event()
