@@ -22,11 +22,10 @@ def files(paths):
             yield p
 
 
-def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
+def evict(paths):
+    """Drop every file of paths from the page cache; returns how many."""
     n = 0
-    for path in files(sys.argv[1:]):
+    for path in files(paths):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fdatasync(fd)
@@ -34,7 +33,13 @@ def main():
         finally:
             os.close(fd)
         n += 1
-    if n == 0:
+    return n
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    if evict(sys.argv[1:]) == 0:
         sys.exit("evict.py: no files")
 
 
