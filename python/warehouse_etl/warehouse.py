@@ -364,7 +364,9 @@ class Warehouse:
         }
 
     def _check_out(self, out, b):
-        want = self.allocate_batch(0)
+        want = self.__dict__.get("_empty_batch")
+        if want is None:
+            want = self._empty_batch = self.allocate_batch(0)
         for key in _BATCH_KEYS:
             a = out.get(key) if isinstance(out, dict) else getattr(out, key, None)
             if a is None:
