@@ -97,7 +97,7 @@ record() {
   "$PY" -c '
 import json, sys
 label, kind, r = sys.argv[1], sys.argv[3], json.loads(sys.argv[2])
-print(label, kind, r["samples"], r["seconds"], r["bytes"])
+print(label, kind, r["samples"], r["seconds"], r["bytes"], r.get("cpu_seconds", "-"))
 if "first_samples" in r and kind == "warm":
     per = r["bytes"] / max(r["samples"], 1)
     print(label, "first", r["first_samples"], r["first_seconds"], int(r["first_samples"] * per))' "$1" "$2" "${3:-warm}" |
@@ -171,17 +171,25 @@ echo "$n frames, ${SIZE}x$SIZE, batch $BATCH; warm: $EPOCHS epochs, cold: $COLD_
 "$PY" - "$results" <<'PYEOF'
 import collections, statistics, sys
 runs = collections.defaultdict(list)
+cpu_us = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    label, kind, samples, secs, nbytes = line.split()
+    label, kind, samples, secs, nbytes, *cpu = line.split()
     runs[label, kind].append((int(samples) / float(secs), int(nbytes) / float(secs) / 1e9))
+    if cpu and cpu[0] != "-":
+        cpu_us[label, kind].append(float(cpu[0]) / int(samples) * 1e6)
 med = {k: (statistics.median(s for s, _ in v), statistics.median(g for _, g in v)) for k, v in runs.items()}
 labels = list(dict.fromkeys(label for label, _ in runs))
-print(f"{'reader':<30} {'warm/s':>8} {'GB/s':>6} {'first/s':>8} {'GB/s':>6} {'cold/s':>8} {'GB/s':>6}")
+# cpu us: the process's CPU time (all threads) per sample over the warm epochs (Python
+# readers and FFCV): on a loaded machine it says more than the wall-clock rates.
+print(f"{'reader':<30} {'warm/s':>8} {'GB/s':>6} {'cpu us':>7} {'first/s':>8} {'GB/s':>6} {'cold/s':>8} {'GB/s':>6}")
 for label in labels:
     cells = []
     for kind in ("warm", "first", "cold"):
         sps, gbs = med.get((label, kind), (None, None))
         cells.append(f"{sps:>8.0f} {gbs:>6.2f}" if sps is not None else f"{'-':>8} {'-':>6}")
+        if kind == "warm":
+            c = cpu_us.get((label, kind))
+            cells.append(f"{statistics.median(c):>7.0f}" if c else f"{'-':>7}")
     print(f"{label:<30} {' '.join(cells)}")
 print()
 def ratio(a, ka, b, kb, col, what):
