@@ -1,6 +1,6 @@
 """The open warehouse: :func:`open` checks a version as docs/format/reading.md says and
 returns a :class:`Warehouse`, which hands out samples (``wh[i]``, zero-copy views) and
-batches (``read_batch``, one ``os.preadv`` per run and section), each checked against
+batches (``read_batch``, one ``os.preadv`` of images per run), each checked against
 its shard's CRC-32C, in the Go reader's batch order (``batches``, ``plan``).
 
 The manifest checks live in ``_manifest``, the thresholds in ``_thresholds``, a shard's
@@ -386,16 +386,18 @@ class Warehouse:
         row r holding sample ``indices[r]``; returns the dict of :meth:`allocate_batch`
         (``out`` itself when given: a dict or object with those arrays, reused as is).
 
-        The rows are read straight from the shard files into the destination arrays: the
+        The images are read straight from the shard files into the destination array: the
         indices are grouped by shard and sorted, and each run of consecutive samples in a
-        shard costs one ``os.preadv`` per section (images, boxes, mask, records, extras)
-        scattering into the destination rows, with no intermediate copy. ``class_index``
-        and ``box_count`` come from the records in one vectorised step (padding slots
-        -1, as the Go reader's batches). Each run's rows are checked against their
-        CRC-32C right after they are read, while the bytes are in the CPU cache, as
-        :func:`open`'s ``verify_samples`` says (on a sample's first read by default);
-        a mismatch raises :class:`WarehouseError` naming the shard file and the sample
-        of the first such row (in row order), after the whole batch was read.
+        shard costs one ``os.preadv`` scattering into the destination rows, with no
+        intermediate copy. The small sections (boxes, mask, records, extras: a few hundred
+        bytes a sample) are gathered per shard from the shard's read-only mapping in one
+        vectorised step each, so a shuffled batch costs one system call per sample.
+        ``class_index`` and ``box_count`` come from the records in one vectorised step
+        (padding slots -1, as the Go reader's batches). The rows are checked against their
+        CRC-32C as :func:`open`'s ``verify_samples`` says (on a sample's first read by
+        default), in jobs of about 2 MB run by checker threads while the next rows are
+        read (``_Checks``); a mismatch raises :class:`WarehouseError` naming the shard file
+        and the sample of the first such row (in row order), after the whole batch was read.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         b = idx.shape[0]
