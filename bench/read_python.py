@@ -1,31 +1,42 @@
 #!/usr/bin/python3
 """Our Python readers' side of bench/read.sh: time warehouse_etl over a
-warehouse and print one JSON line (samples, seconds, bytes).
+warehouse and print one JSON line: samples, seconds, bytes of the timed
+epochs, and first_samples, first_seconds of the process's first epoch.
 
-    read_python.py numpy --tensor-warehouse DIR --batch 64 --epochs 5 --shuffle global
-    read_python.py torch --tensor-warehouse DIR --batch 64 --epochs 5 --shuffle global --workers 1
+    read_python.py numpy --tensor-warehouse DIR --batch 32 --epochs 5 --shuffle global
+    read_python.py torch --tensor-warehouse DIR --batch 32 --epochs 5 --shuffle global --workers 1
+    read_python.py torch ... --cold DIR_OR_FILE...     # page cache dropped before each timed epoch
 
 `numpy` plans each epoch with Warehouse.batches and fills one reused set of
 arrays with Warehouse.read_batch. `torch` iterates make_loader (a batch
-sampler, one whole batch per DataLoader item, worker processes returning
-shared-memory tensors), calling set_epoch each epoch. Both run one warm-up
-epoch first, as the FFCV side does, then time EPOCHS epochs. bytes counts
-the images, boxes and masks handed out. Run with PYTHONPATH=python.
+sampler, one whole batch per DataLoader item, --workers reader threads in
+this process), calling set_epoch each epoch. Both read a first epoch
+(every sample checked against its CRC-32C then, unless --no-verify), timed
+apart, then time EPOCHS epochs; with --cold the files named are dropped
+from the page cache (bench/evict.py) before each of those, outside the
+timing. bytes counts the images, boxes and masks handed out; cpu_seconds
+is the process's CPU time over the timed epochs (all threads). Run with
+PYTHONPATH=python.
 """
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import warehouse_etl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import evict  # noqa: E402
 
 
 def tensor_bytes(arrays):
     return sum(int(a.nbytes) for a in arrays)
 
 
-def run_numpy(args):
-    wh = warehouse_etl.open(args.tensor_warehouse)
+def numpy_epochs(args):
+    wh = warehouse_etl.open(args.tensor_warehouse, verify_samples=not args.no_verify)
     out = None
 
     def epoch(e):
@@ -37,20 +48,18 @@ def run_numpy(args):
             nbytes += tensor_bytes([out["images"], out["boxes"], out["mask"]])
         return samples, nbytes
 
-    epoch(0)
-    t0 = time.perf_counter()
-    totals = [epoch(e) for e in range(1, args.epochs + 1)]
-    return sum(s for s, _ in totals), time.perf_counter() - t0, sum(b for _, b in totals)
+    return epoch
 
 
-def run_torch(args):
+def torch_epochs(args):
     from warehouse_etl.torch import make_loader
 
     source = args.tensor_warehouse
     if args.mix:  # a mixture: --mix PATH=WEIGHT, repeated
         source = [(m.rpartition("=")[0], float(m.rpartition("=")[2])) for m in args.mix]
     loader = make_loader(source, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
-                         remainder="drop", reader_threads=args.workers, windows=parse_windows(args.windows))
+                         remainder="drop", reader_threads=args.workers, verify_samples=not args.no_verify,
+                         windows=parse_windows(args.windows))
 
     def epoch(e):
         loader.set_epoch(e)
@@ -60,10 +69,7 @@ def run_torch(args):
             nbytes += sum(b[k].numel() * b[k].element_size() for k in ("images", "boxes", "mask"))
         return samples, nbytes
 
-    epoch(0)
-    t0 = time.perf_counter()
-    totals = [epoch(e) for e in range(1, args.epochs + 1)]
-    return sum(s for s, _ in totals), time.perf_counter() - t0, sum(b for _, b in totals)
+    return epoch
 
 
 def parse_windows(spec):
@@ -82,16 +88,32 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=["numpy", "torch"])
     warehouse_etl.add_argument(p)
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batch", type=int, default=32)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--shuffle", choices=["none", "shard", "global"], default="global")
-    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--workers", type=int, default=0, help="torch: reader threads")
+    p.add_argument("--no-verify", action="store_true", help="verify_samples=False")
+    p.add_argument("--cold", nargs="+", default=[], help="drop these from the page cache before each timed epoch")
     p.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
                    help="torch: read a mixture of warehouses (make_loader([(path, weight), ...]))")
     p.add_argument("--windows", default="", help="torch: episode windows, NAME=A:B[,NAME=A:B] (bench/read_windows.sh)")
     args = p.parse_args()
-    samples, secs, nbytes = (run_numpy if args.mode == "numpy" else run_torch)(args)
-    print(json.dumps({"samples": samples, "seconds": secs, "bytes": nbytes}))
+    epoch = (numpy_epochs if args.mode == "numpy" else torch_epochs)(args)
+    t0 = time.perf_counter()
+    first_samples, _ = epoch(0)
+    first_seconds = time.perf_counter() - t0
+    samples = nbytes = 0
+    seconds = cpu = 0.0
+    for e in range(1, args.epochs + 1):
+        if args.cold:
+            evict.evict(args.cold)
+        c0, t0 = time.process_time(), time.perf_counter()
+        s, b = epoch(e)
+        seconds += time.perf_counter() - t0
+        cpu += time.process_time() - c0
+        samples, nbytes = samples + s, nbytes + b
+    print(json.dumps({"samples": samples, "seconds": seconds, "bytes": nbytes, "cpu_seconds": cpu,
+                      "first_samples": first_samples, "first_seconds": first_seconds}))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -394,6 +395,50 @@ func BenchmarkBatches(b *testing.B) {
 		for _, c := range checks {
 			b.Run(mode.String()+c.suffix, func(b *testing.B) { benchmarkBatches(b, fx, mode, c.opts) })
 		}
+	}
+	// The first epoch of a process: a new Reader per iteration, so shard
+	// opens, fresh batch buffers and (checked) every sample's first check.
+	for _, c := range []struct {
+		suffix string
+		opts   OpenOptions
+	}{checks[0], checks[2]} {
+		b.Run("first-none"+c.suffix, func(b *testing.B) { benchmarkFirstEpoch(b, fx, c.opts) })
+	}
+}
+
+// benchmarkFirstEpoch reads one epoch, in order, per iteration from a new
+// Reader.
+func benchmarkFirstEpoch(b *testing.B, fx *warehousetest.Fixture, open OpenOptions) {
+	b.SetBytes(int64(fx.M.Samples/16*16) * fx.Layout.ImageBytes())
+	// CPU time and page faults beside the wall time: on a loaded machine the
+	// wall time says little.
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	n := 0
+	defer func() {
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+		b.ReportMetric(float64(cpu.Microseconds())/float64(max(n, 1)), "cpu-us/op")
+		b.ReportMetric(float64(after.Minflt-before.Minflt)/float64(max(n, 1)), "faults/op")
+	}()
+	for ; b.Loop(); n++ {
+		r, err := Open(fx.Dir, open)
+		if err != nil {
+			b.Fatal(err)
+		}
+		it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := it.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+		it.Close()
+		r.Close()
 	}
 }
 

@@ -4,6 +4,7 @@ the definition, the golden shards' tables, the verify_samples modes on a damaged
 without checksum sections, read unchecked."""
 import os
 import unittest
+import warnings
 
 import numpy as np
 
@@ -85,6 +86,34 @@ def damaged(test, name):
     return next(c for c in load_damaged() if c["name"] == name)
 
 
+class Backend(unittest.TestCase):
+    def test_hardware_crc_where_users_install(self):
+        """CI installs what users get (.ci/run: python3-crc32c, libisal2): the checks use
+        the CPU's CRC instructions there. Elsewhere this only reports."""
+        if os.environ.get("CI") == "true":
+            self.assertTrue(_crc32c.HARDWARE, f"CRC-32C backend {_crc32c.BACKEND} of {_crc32c.BACKENDS}: "
+                                              f"want ISA-L (libisal2) or a hardware crc32c package")
+        elif not _crc32c.HARDWARE:
+            self.skipTest(f"CRC-32C in software here ({_crc32c.BACKEND})")
+        self.assertIsNotNone(_crc32c.checker())
+
+    def test_numpy_fallback_warns_once(self):
+        saved, saved_warned = _crc32c.BACKEND, _crc32c._warned
+        _crc32c.BACKEND, _crc32c._warned = "numpy", False
+        try:
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                self.assertEqual(_crc32c.crc32c(b"123456789"), 0xE3069283)
+                self.assertEqual(_crc32c.crc32c_rows([np.zeros((2, 9), np.uint8)], [0, 1]).shape, (2,))
+                _crc32c.crc32c(b"123456789", backend="numpy")  # asked for by name: no warning
+            self.assertEqual(len(got), 1, [str(w.message) for w in got])
+            self.assertIs(got[0].category, RuntimeWarning)
+            self.assertIn("crc32c", str(got[0].message))
+            self.assertIsNone(_crc32c.checker())  # numpy holds the GIL: no checker threads
+        finally:
+            _crc32c.BACKEND, _crc32c._warned = saved, saved_warned
+
+
 class VerifySamples(unittest.TestCase):
     def test_modes_on_a_flipped_image_byte(self):
         case = damaged(self, "flipped image byte")
@@ -129,6 +158,7 @@ class VerifySamples(unittest.TestCase):
         saved = _crc32c.BACKEND
         _crc32c.BACKEND = "numpy"
         try:
+            warnings.simplefilter("ignore", RuntimeWarning)  # test_numpy_fallback_warns_once's
             wh = warehouse_etl.open(case["path"])
             with self.assertRaises(warehouse_etl.WarehouseError) as cm:
                 wh[case["sample"]]
@@ -140,6 +170,30 @@ class VerifySamples(unittest.TestCase):
                 self.assertEqual(wh.samples_verified, len(wh))
         finally:
             _crc32c.BACKEND = saved
+            warnings.resetwarnings()
+
+    def test_checks_in_checker_threads(self):
+        """Checks cut into jobs of one sample each, run in the checker threads while the
+        next rows are read: the same refusals and counts as one check per batch."""
+        from warehouse_etl import warehouse as w
+        case = damaged(self, "flipped image byte")
+        i = case["sample"]
+        saved = w._CHECK_BYTES
+        w._CHECK_BYTES = 1
+        try:
+            wh = warehouse_etl.open(case["path"])
+            n = len(wh)
+            order = [n - 1, i, 0] + [j for j in range(1, n - 1) if j != i]
+            with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                wh.read_batch(order)
+            self.assertEqual(str(cm.exception), case["go_error"])
+            self.assertEqual(wh.samples_verified, n - 1)
+            with self.assertRaises(warehouse_etl.WarehouseError):
+                wh.read_batch(list(range(n)))  # a failed sample is not remembered
+            self.assertEqual(wh.read_batch([j for j in range(n) if j != i])["index"].shape[0], n - 1)
+            self.assertEqual(wh.samples_verified, n - 1)
+        finally:
+            w._CHECK_BYTES = saved
 
     def test_torch_loader_refuses(self):
         try:

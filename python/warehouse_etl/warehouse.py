@@ -1,6 +1,6 @@
 """The open warehouse: :func:`open` checks a version as docs/format/reading.md says and
 returns a :class:`Warehouse`, which hands out samples (``wh[i]``, zero-copy views) and
-batches (``read_batch``, one ``os.preadv`` per run and section), each checked against
+batches (``read_batch``, one ``os.preadv`` of images per run), each checked against
 its shard's CRC-32C, in the Go reader's batch order (``batches``, ``plan``).
 
 The manifest checks live in ``_manifest``, the thresholds in ``_thresholds``, a shard's
@@ -300,6 +300,10 @@ class Warehouse:
             got = _compact.crc_rows(sh.sections, self.layout, local, arrays, rows)
         else:
             got = _crc32c.crc32c_rows(arrays, rows)
+        return self._compare(sh, k, local, got)
+
+    def _compare(self, sh, k, local, got):
+        """_check_rows with the CRCs ``got`` of the rows already computed."""
         want = sh.crcs[local]
         ok = got == want
         sh.verified[local[ok]] = True
@@ -331,10 +335,7 @@ class Warehouse:
             i += self._n
         k, j = self._locate(i)
         sh = self._shard(k)
-        if sh.mmap is None:
-            # Mapped from the open fd, not the path: the file this reader opened.
-            sh.mmap = np.frombuffer(mmap.mmap(sh.fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
-        raw, s, l = sh.mmap, sh.sections, self.layout
+        raw, s, l = self._mapping(sh), sh.sections, self.layout
         if s["compact_table"] is not None:  # compact images: a restored copy (_compact)
             img = _compact.image(raw, s, l, j).reshape(-1)
         else:
@@ -382,7 +383,9 @@ class Warehouse:
         }
 
     def _check_out(self, out, b):
-        want = self.allocate_batch(0)
+        want = self.__dict__.get("_empty_batch")
+        if want is None:
+            want = self._empty_batch = self.allocate_batch(0)
         for key in _BATCH_KEYS:
             a = out.get(key) if isinstance(out, dict) else getattr(out, key, None)
             if a is None:
@@ -402,16 +405,18 @@ class Warehouse:
         row r holding sample ``indices[r]``; returns the dict of :meth:`allocate_batch`
         (``out`` itself when given: a dict or object with those arrays, reused as is).
 
-        The rows are read straight from the shard files into the destination arrays: the
+        The images are read straight from the shard files into the destination array: the
         indices are grouped by shard and sorted, and each run of consecutive samples in a
-        shard costs one ``os.preadv`` per section (images, boxes, mask, records, extras)
-        scattering into the destination rows, with no intermediate copy. ``class_index``
-        and ``box_count`` come from the records in one vectorised step (padding slots
-        -1, as the Go reader's batches). Each run's rows are checked against their
-        CRC-32C right after they are read, while the bytes are in the CPU cache, as
-        :func:`open`'s ``verify_samples`` says (on a sample's first read by default);
-        a mismatch raises :class:`WarehouseError` naming the shard file and the sample
-        of the first such row (in row order), after the whole batch was read.
+        shard costs one ``os.preadv`` scattering into the destination rows, with no
+        intermediate copy. The small sections (boxes, mask, records, extras: a few hundred
+        bytes a sample) are gathered per shard from the shard's read-only mapping in one
+        vectorised step each, so a shuffled batch costs one system call per sample.
+        ``class_index`` and ``box_count`` come from the records in one vectorised step
+        (padding slots -1, as the Go reader's batches). The rows are checked against their
+        CRC-32C as :func:`open`'s ``verify_samples`` says (on a sample's first read by
+        default), in jobs of about 2 MB run by checker threads while the next rows are
+        read (``_Checks``); a mismatch raises :class:`WarehouseError` naming the shard file
+        and the sample of the first such row (in row order), after the whole batch was read.
 
         ``rows`` (with ``out``) reads ``indices[r]`` into row ``rows[r]`` of ``out``
         instead of row r, leaving the other rows' tensors as they are (a mixture reads
@@ -443,47 +448,50 @@ class Warehouse:
         starts = np.concatenate(([0], cuts)).tolist()
         ends = np.concatenate((cuts, [b])).tolist()
         rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
-        sections = [("images", "image", l.image_bytes), ("boxes", "boxes", l.box_bytes),
-                    ("mask", "mask", l.mask_bytes), ("records", "records", l.record_size),
-                    ("extras", "extras", l.extra_bytes)]
-        views = [(memoryview(out[key]).cast("B"), sec, size) for key, sec, size in sections if size]
+        small = [(key, sec, size) for key, sec, size in (("boxes", "boxes", l.box_bytes), ("mask", "mask", l.mask_bytes),
+                                                         ("records", "records", l.record_size),
+                                                         ("extras", "extras", l.extra_bytes)) if size]
         checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
-        first_bad = None  # (row, error) of the first row, in row order, that failed its check
-        for r0, r1 in zip(starts, ends):
-            sh = self._shard(ss_l[r0])
-            first = ll_l[r0]
-            # Destination rows of this run, coalesced where they are adjacent in out.
-            groups = []
-            g0 = prev = rows_l[r0]
-            for r in rows_l[r0 + 1:r1]:
-                if r != prev + 1:
-                    groups.append((g0, prev + 1))
-                    g0 = r
-                prev = r
-            groups.append((g0, prev + 1))
-            if sh.sections["compact_table"] is not None:  # compact images (_compact)
-                _compact.read_run(sh.fd, sh.path, sh.sections, l, first, rows_l[r0:r1], out["images"])
-            for mv, sec, size in views:
-                if sec == "image" and sh.sections["compact_table"] is not None:
-                    continue
-                bufs = [mv[a * size:e * size] for a, e in groups]
-                offset = sh.sections[sec] + first * size
-                for c in range(0, len(bufs), _IOV_MAX):
-                    chunk = bufs[c:c + _IOV_MAX]
-                    want = sum(len(x) for x in chunk)
-                    got = os.preadv(sh.fd, chunk, offset)
-                    if got != want:
-                        raise WarehouseError(f"{sh.path}: short read: {got} of {want} bytes at offset {offset}")
-                    offset += want
-            # The run's CRC-32C checks, while its bytes are still in the CPU cache.
+        checks = _Checks(self, checked, l)
+        # Per shard, each small section (boxes, mask, records, extras: a few hundred bytes
+        # a sample) is gathered from the shard's mapping in one vectorised step, instead of
+        # a preadv per run and section: a shuffled batch is a run per sample.
+        need = np.zeros(b, dtype=bool)
+        bounds = [0] + (np.flatnonzero(np.diff(ss)) + 1).tolist() + [b]
+        for s0, s1 in zip(bounds[:-1], bounds[1:]):
+            k = ss_l[s0]
+            sh = self._shard(k)
+            loc, dst = ll[s0:s1], rows[s0:s1]
+            if small:
+                raw = self._mapping(sh)
+                top = ll_l[s1 - 1] + 1  # ll is sorted within a shard
+                for key, sec, size in small:
+                    src = raw[sh.sections[sec]:sh.sections[sec] + top * size].reshape(top, size)
+                    out[key].reshape(out[key].shape[0], -1).view(np.uint8)[dst] = src[loc]
             if self.verify_samples and sh.crcs is not None:
-                run_local = ll[r0:r1]
-                need = self._to_check(sh, run_local)
-                if need.any():
-                    run_rows = rows[r0:r1][need]
-                    bad = self._check_rows(sh, ss_l[r0], run_local[need], checked, run_rows)
-                    if bad is not None and (first_bad is None or run_rows[bad[0]] < first_bad[0]):
-                        first_bad = (int(run_rows[bad[0]]), bad[1])
+                need[s0:s1] = self._to_check(sh, loc)
+        any_need = bool(need.any())
+        # The images: one preadv per run of consecutive samples straight into the
+        # destination rows. A run with samples to check is read in pieces of checks.rows
+        # samples, each checked (in a checker thread where there is one) while the next
+        # is read.
+        img = l.image_bytes
+        mv = memoryview(out["images"]).cast("B") if img else None
+        for r0, r1 in zip(starts, ends):
+            sh = self._shards[ss_l[r0]]
+            check = any_need and bool(need[r0:r1].any())
+            step = checks.rows if check else r1 - r0
+            for p0 in range(r0, r1, step):
+                p1 = min(p0 + step, r1)
+                if sh.sections["compact_table"] is not None:  # compact images (_compact)
+                    _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
+                elif img:
+                    self._read_images(sh, ll_l[p0], rows_l[p0:p1], mv, img)
+                if check:
+                    piece = need[p0:p1]
+                    if piece.any():
+                        checks.add(sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
+        first_bad = checks.finish()
         if first_bad is not None:
             raise first_bad[1]
         rec = out["records"]
@@ -493,6 +501,41 @@ class Warehouse:
             np.copyto(out["class_index"], np.where(np.arange(l.max_boxes)[None, :] < counts[:, None].astype(np.int64),
                                                    rec["class_index"], -1))
         return out
+
+    def _read_images(self, sh, first, dest_rows, mv, size):
+        """Read the images of samples first.. (len(dest_rows) consecutive samples of shard
+        sh) into rows dest_rows of mv (the batch's images as bytes): one os.preadv, the
+        rows coalesced where they are adjacent."""
+        if len(dest_rows) == 1:
+            r = dest_rows[0]
+            bufs = [mv[r * size:(r + 1) * size]]
+        else:
+            groups = []
+            g0 = prev = dest_rows[0]
+            for r in dest_rows[1:]:
+                if r != prev + 1:
+                    groups.append((g0, prev + 1))
+                    g0 = r
+                prev = r
+            groups.append((g0, prev + 1))
+            bufs = [mv[a * size:e * size] for a, e in groups]
+        offset = sh.sections["image"] + first * size
+        for c in range(0, len(bufs), _IOV_MAX):
+            chunk = bufs[c:c + _IOV_MAX]
+            want = sum(len(x) for x in chunk)
+            got = os.preadv(sh.fd, chunk, offset)
+            if got != want:
+                raise WarehouseError(f"{sh.path}: short read: {got} of {want} bytes at offset {offset}")
+            offset += want
+
+    def _mapping(self, sh):
+        """Shard sh's read-only mapping as a uint8 array, mapped on first use from the
+        open fd (the file this reader opened, never the path again)."""
+        if sh.mmap is None:
+            with self._lock:
+                if sh.mmap is None:
+                    sh.mmap = np.frombuffer(mmap.mmap(sh.fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
+        return sh.mmap
 
     def plan(self, batch_size, *, seed=0, epoch=0, rank=0, world=1, shuffle="global", remainder="drop"):
         """This rank's batches of one epoch as ``(indices [T, batch_size] int64, repeats
@@ -511,6 +554,65 @@ class Warehouse:
         indices, _ = self.plan(batch_size, seed=seed, epoch=epoch, rank=rank, world=world, shuffle=shuffle,
                                remainder=remainder)
         yield from indices
+
+
+_CHECK_BYTES = 2 << 20  # sample bytes per CRC-32C job of read_batch
+
+
+class _Checks:
+    """The CRC-32C checks of one ``read_batch``: rows are added as they are read and
+    checked in jobs of about _CHECK_BYTES, each in a checker thread of
+    ``_crc32c.checker()`` (the CRC code releases the GIL) while the reading thread
+    reads the next rows, so that a checked read costs about what an unchecked one
+    does where a second core is free; the last job runs in the reading thread. Without
+    checker threads (the numpy fallback) every job runs in the reading thread.
+    ``finish`` waits for the jobs, marks the samples that passed and returns the first
+    failure in row order (row, error) or None."""
+
+    def __init__(self, wh, arrays, layout):
+        self.wh, self.arrays = wh, arrays
+        row = layout.image_bytes + layout.box_bytes + layout.mask_bytes + layout.record_size + layout.extra_bytes
+        self.rows = max(1, _CHECK_BYTES // max(row, 1))  # samples per job, and per read of a checked run
+        self.pool = None
+        self.pending, self.pending_rows, self.jobs = [], 0, []
+
+    def add(self, sh, k, local, rows):
+        if sh.sections["compact_table"] is not None:
+            # A compact shard's CRC covers its table entry and stored region, taken from
+            # the restored rows (_compact.crc_rows), checked here, in the reading thread.
+            self.jobs.append(([(sh, k, local, rows)],
+                              _compact.crc_rows(sh.sections, self.wh.layout, local, self.arrays, rows)))
+            return
+        self.pending.append((sh, k, local, rows))
+        self.pending_rows += rows.shape[0]
+        if self.pending_rows >= self.rows:
+            self._submit(last=False)
+
+    def _submit(self, last):
+        group, self.pending, self.pending_rows = self.pending, [], 0
+        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
+        if not last and self.pool is None:
+            self.pool = _crc32c.checker()
+        if last or self.pool is None:
+            self.jobs.append((group, _crc32c.crc32c_rows(self.arrays, rows)))
+        else:
+            self.jobs.append((group, self.pool.submit(_crc32c.crc32c_rows, self.arrays, rows)))
+
+    def finish(self):
+        if self.pending:
+            self._submit(last=True)
+        first_bad = None
+        for group, got in self.jobs:
+            if not isinstance(got, np.ndarray):
+                got = got.result()
+            off = 0
+            for sh, k, local, rows in group:
+                n = rows.shape[0]
+                bad = self.wh._compare(sh, k, local, got[off:off + n])
+                off += n
+                if bad is not None and (first_bad is None or rows[bad[0]] < first_bad[0]):
+                    first_bad = (int(rows[bad[0]]), bad[1])
+        return first_bad
 
 
 def _lock_for_reading(directory):
