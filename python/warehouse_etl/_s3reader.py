@@ -75,6 +75,11 @@ class S3Warehouse(Warehouse):
     or ``.../v<16 hex>``. ``dir`` is the version's ``s3://`` URL; errors name objects by
     their URLs. Picklable: a DataLoader worker shares the cache directory."""
 
+    # A cache file can be replaced or truncated under a reader: read_batch reads every
+    # section with preadv (a short read is an error, then a fetch) and never gathers
+    # from a mapping (a truncated mapping is a SIGBUS).
+    _map_small_sections = False
+
     def __init__(self, url, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,
                  verify_samples=True, cache_dir=None, cache_limit=None, mode="whole", fetch_threads=8,
                  fetch_ahead=8, lease_ttl_s=600, endpoint_url=None):
@@ -431,14 +436,14 @@ class S3Warehouse(Warehouse):
                 return k
         return None
 
-    def read_batch(self, indices, out=None):
+    def read_batch(self, indices, out=None, rows=None):
         """:meth:`Warehouse.read_batch`, with the batch's shards fetched first (whole, or
         the batch's runs of samples in range mode). A read that finds a cache file
         damaged (short, or a sample failing its CRC-32C) drops that file, fetches it
         again and reads the batch again, once."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if not idx.size or int(idx.min()) < 0 or int(idx.max()) >= len(self):
-            return super().read_batch(idx, out)
+            return super().read_batch(idx, out, rows)
         shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
         local = idx - self.shard_starts[shard_of]
         ks = np.unique(shard_of).tolist()
@@ -449,7 +454,7 @@ class S3Warehouse(Warehouse):
                 try:
                     self._ensure(shard_of, local, ks)
                     seen = {k: self._shards[k].fd for k in ks}
-                    return super().read_batch(idx, out)
+                    return super().read_batch(idx, out, rows)
                 except WarehouseError as e:
                     k = self._damaged(e, ks)
                     if k is None or attempt:

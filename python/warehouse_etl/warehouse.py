@@ -462,7 +462,7 @@ class Warehouse:
             k = ss_l[s0]
             sh = self._shard(k)
             loc, dst = ll[s0:s1], rows[s0:s1]
-            if small:
+            if small and self._map_small_sections:
                 raw = self._mapping(sh)
                 top = ll_l[s1 - 1] + 1  # ll is sorted within a shard
                 for key, sec, size in small:
@@ -486,7 +486,10 @@ class Warehouse:
                 if sh.sections["compact_table"] is not None:  # compact images (_compact)
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                 elif img:
-                    self._read_images(sh, ll_l[p0], rows_l[p0:p1], mv, img)
+                    self._read_rows(sh, "image", ll_l[p0], rows_l[p0:p1], mv, img)
+                if small and not self._map_small_sections:
+                    for key, sec, size in small:
+                        self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[key]).cast("B"), size)
                 if check:
                     piece = need[p0:p1]
                     if piece.any():
@@ -502,10 +505,16 @@ class Warehouse:
                                                    rec["class_index"], -1))
         return out
 
-    def _read_images(self, sh, first, dest_rows, mv, size):
-        """Read the images of samples first.. (len(dest_rows) consecutive samples of shard
-        sh) into rows dest_rows of mv (the batch's images as bytes): one os.preadv, the
-        rows coalesced where they are adjacent."""
+    # read_batch gathers the small sections (boxes, mask, records, extras) from the
+    # shard's mapping; a reader whose files can be replaced or truncated under it (the
+    # S3 cache) reads them with preadv like the images, where a short file is an
+    # error, not a SIGBUS.
+    _map_small_sections = True
+
+    def _read_rows(self, sh, sec, first, dest_rows, mv, size):
+        """Read section ``sec`` of samples first.. (len(dest_rows) consecutive samples of
+        shard sh) into rows dest_rows of mv (the batch's array of it as bytes): one
+        os.preadv, the rows coalesced where they are adjacent."""
         if len(dest_rows) == 1:
             r = dest_rows[0]
             bufs = [mv[r * size:(r + 1) * size]]
@@ -519,7 +528,7 @@ class Warehouse:
                 prev = r
             groups.append((g0, prev + 1))
             bufs = [mv[a * size:e * size] for a, e in groups]
-        offset = sh.sections["image"] + first * size
+        offset = sh.sections[sec] + first * size
         for c in range(0, len(bufs), _IOV_MAX):
             chunk = bufs[c:c + _IOV_MAX]
             want = sum(len(x) for x in chunk)
