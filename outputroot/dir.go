@@ -162,7 +162,12 @@ var ErrInUse = errors.New("open by a reader")
 func removeUnread(p string) error {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-		return os.Remove(p)
+		// A file or a link, which another remover (a second gc) may
+		// have removed since: gone is what was asked.
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
