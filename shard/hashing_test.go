@@ -53,3 +53,38 @@ func TestHashingWriterDigest(t *testing.T) {
 		}
 	}
 }
+
+// Shards of images written around the buffer (overlapBytes and more) are
+// the shards of the same samples written through it: same bytes, a Result
+// that describes them, full and short, plain and compact.
+func TestLargeImagesWrittenDirectly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 24))
+	for _, l := range []Layout{
+		{DType: U8, Width: 384, Height: 384, Channels: 3, MaxBoxes: 4},
+		{DType: U8, Width: 384, Height: 384, Channels: 3, MaxBoxes: 4, Compact: true, Pad: 114},
+		{DType: F16, Width: 200, Height: 120, Channels: 3, MaxBoxes: 2, ExtraF32: 1},
+	} {
+		samples := randomSamples(rng, l, 5)
+		if l.Compact {
+			samples = letterboxSamples(rng, l, 5)
+		}
+		for _, declared := range []int{5, 7} {
+			b, res := writeShard(t, l, declared, samples)
+			if res.Bytes != int64(len(b)) || res.SHA256 != sha256.Sum256(b) || res.Samples != len(samples) {
+				t.Fatalf("%+v declared %d: Result %+v does not describe the %d-byte file", l, declared, res, len(b))
+			}
+			r := mustParse(t, b)
+			if err := r.Check(); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range samples {
+				if !bytes.Equal(r.Image(i), s.Image) {
+					t.Fatalf("%+v declared %d: sample %d's image differs", l, declared, i)
+				}
+				if err := r.VerifySample(i, s.Image); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}

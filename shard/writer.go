@@ -145,7 +145,7 @@ func (w *Writer) Append(s Sample) error {
 	if w.layout.Compact {
 		entry, image = w.compactImage(s.Image)
 	}
-	if _, err := w.buf.Write(image); err != nil {
+	if err := w.writeImage(image); err != nil {
 		w.err = fmt.Errorf("shard: write image of sample %d: %w", w.appended, err)
 		return w.err
 	}
@@ -180,6 +180,21 @@ func (w *Writer) Append(s Sample) error {
 	w.crcs = append(w.crcs, crc32c(0, entry, image, boxes, mask, record, extras))
 	w.appended++
 	return nil
+}
+
+// writeImage writes an image's bytes: a large one (overlapBytes and
+// more: 384x384 u8 and up) straight to the hashing writer once what is
+// buffered has gone ahead of it, not copied through the buffer first.
+func (w *Writer) writeImage(image []byte) error {
+	if len(image) < overlapBytes {
+		_, err := w.buf.Write(image)
+		return err
+	}
+	if err := w.buf.Flush(); err != nil {
+		return err
+	}
+	_, err := w.hashed.Write(image)
+	return err
 }
 
 // compactImage finds the region of img to store, appends its table entry
