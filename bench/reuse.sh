@@ -3,6 +3,8 @@
 #
 #   bash bench/reuse.sh                          # 10,000 1080p JPEG frames (20 runs x 500)
 #   RUNS=4 FRAMES=500 REPEATS=3 bash bench/reuse.sh   # 2,000 frames, as measured under load
+#   BASE_BIN=/tmp/old/warehouse-etl bash bench/reuse.sh # also times an older binary's reuse rebuild,
+#                                                       # interleaved, and checks it wrote the same bytes
 #
 # Needs Go and Debian's /usr/bin/python3 with python3-opencv and python3-numpy.
 #
@@ -29,6 +31,7 @@ FRAMES=${FRAMES:-500}
 REPEATS=${REPEATS:-3}
 SIZE=${SIZE:-384}
 WORKERS=${WORKERS:-0}
+BASE_BIN=${BASE_BIN:-}
 PY=/usr/bin/python3
 
 for tool in go bc "$PY"; do
@@ -131,15 +134,18 @@ unchanged_bytes=$(du -sb "$pristine/$version/shards" | cut -f1)
 echo "== adding run_$RUNS: $added frames (1%)" >&2
 "$PY" "$gen" "$data" "$RUNS" "$added"
 
-: >"$BENCH_DIR/reuse.txt"; : >"$BENCH_DIR/noreuse.txt"; : >"$BENCH_DIR/cp.txt"; : >"$BENCH_DIR/cpsync.txt"
+: >"$BENCH_DIR/reuse.txt"; : >"$BENCH_DIR/noreuse.txt"; : >"$BENCH_DIR/cp.txt"; : >"$BENCH_DIR/cpsync.txt"; : >"$BENCH_DIR/reusebase.txt"
+kinds="reuse noreuse cp cpsync"
+[ -z "$BASE_BIN" ] || kinds="reusebase $kinds"
 for i in $(seq "$REPEATS"); do
-  for what in reuse noreuse cp cpsync; do
+  for what in $kinds; do
     out=$BENCH_DIR/runs/$what-$i
     rm -rf "$out"
     cp -al "$pristine" "$out"     # hard links: a rebuild replaces files, never edits them
     sync
     case $what in
       reuse)   config "$out"; t=$(WAREHOUSE_CLEAR=1 secs "$bin" build --config "$BENCH_DIR/cfg/reuse.jsonc" --quiet) ;;
+      reusebase) config "$out"; t=$(WAREHOUSE_CLEAR=1 secs "$BASE_BIN" build --config "$BENCH_DIR/cfg/reuse.jsonc" --quiet) ;;
       noreuse) config "$out"; t=$(WAREHOUSE_CLEAR=1 secs "$bin" build --config "$BENCH_DIR/cfg/reuse.jsonc" --quiet --no-reuse) ;;
       cp)      t=$(secs cp -r "$pristine/$version/shards" "$out/copy") ;;
       # cp and fsync of the copies: what a build must do too before it publishes.
@@ -152,10 +158,12 @@ for i in $(seq "$REPEATS"); do
   for f in samples.jsonl $(cd "$BENCH_DIR/runs/noreuse-$i/$version" && ls shards/*.twh); do
     cmp -s "$BENCH_DIR/runs/reuse-$i/$version/$f" "$BENCH_DIR/runs/noreuse-$i/$version/$f" ||
       { echo "bench: $f differs between the rebuilds with and without reuse" >&2; exit 1; }
+    [ -z "$BASE_BIN" ] || cmp -s "$BENCH_DIR/runs/reuse-$i/$version/$f" "$BENCH_DIR/runs/reusebase-$i/$version/$f" ||
+      { echo "bench: $f differs between the reuse rebuilds of $bin and $BASE_BIN" >&2; exit 1; }
   done
   reused=$(grep -o '"reused": *[0-9]*' "$BENCH_DIR/runs/reuse-$i/$version/build_report.json" | grep -o '[0-9]*$')
   decoded=$(grep -o '"decoded": *[0-9]*' "$BENCH_DIR/runs/reuse-$i/$version/build_report.json" | grep -o '[0-9]*$')
-  rm -rf "$BENCH_DIR/runs/reuse-$i" "$BENCH_DIR/runs/noreuse-$i" "$BENCH_DIR/runs/cp-$i" "$BENCH_DIR/runs/cpsync-$i"
+  rm -rf "$BENCH_DIR/runs/reuse-$i" "$BENCH_DIR/runs/noreuse-$i" "$BENCH_DIR/runs/cp-$i" "$BENCH_DIR/runs/cpsync-$i" "$BENCH_DIR/runs/reusebase-$i"
 done
 
 r=$(median <"$BENCH_DIR/reuse.txt"); n=$(median <"$BENCH_DIR/noreuse.txt"); c=$(median <"$BENCH_DIR/cp.txt"); cs=$(median <"$BENCH_DIR/cpsync.txt")
@@ -164,6 +172,8 @@ printf '\n%d frames 1920x1080 JPEG -> %dx%d u8, +%d frames (1%%), %d repeats, me
 printf '  clean build                 %8.2f s\n' "$clean"
 printf '  rebuild, no reuse           %8.2f s\n' "$n"
 printf '  rebuild, reuse              %8.2f s   (%s reused, %s decoded)\n' "$r" "$reused" "$decoded"
+[ -z "$BASE_BIN" ] || { b=$(median <"$BENCH_DIR/reusebase.txt")
+  printf '  rebuild, reuse, BASE_BIN    %8.2f s   (this binary / BASE_BIN %.3f)\n' "$b" "$(echo "$r / $b" | bc -l)"; }
 printf '  cp of the unchanged bytes   %8.2f s   (%d MB)\n' "$c" $((unchanged_bytes / 1000000))
 printf '  cp + fsync of the copies    %8.2f s\n' "$cs"
 printf '  reuse / clean build         %8.3f     (target <= 0.05)\n' "$(echo "$r / $clean" | bc -l)"

@@ -3,6 +3,7 @@ package shard
 import (
 	"bufio"
 	"crypto/sha256"
+	"encoding"
 	"errors"
 	"fmt"
 	"hash"
@@ -144,7 +145,7 @@ func (w *Writer) Append(s Sample) error {
 	if w.layout.Compact {
 		entry, image = w.compactImage(s.Image)
 	}
-	if _, err := w.buf.Write(image); err != nil {
+	if err := w.writeImage(image); err != nil {
 		w.err = fmt.Errorf("shard: write image of sample %d: %w", w.appended, err)
 		return w.err
 	}
@@ -179,6 +180,21 @@ func (w *Writer) Append(s Sample) error {
 	w.crcs = append(w.crcs, crc32c(0, entry, image, boxes, mask, record, extras))
 	w.appended++
 	return nil
+}
+
+// writeImage writes an image's bytes: a large one (overlapBytes and
+// more: 384x384 u8 and up) straight to the hashing writer once what is
+// buffered has gone ahead of it, not copied through the buffer first.
+func (w *Writer) writeImage(image []byte) error {
+	if len(image) < overlapBytes {
+		_, err := w.buf.Write(image)
+		return err
+	}
+	if err := w.buf.Flush(); err != nil {
+		return err
+	}
+	_, err := w.hashed.Write(image)
+	return err
 }
 
 // compactImage finds the region of img to store, appends its table entry
@@ -365,9 +381,34 @@ type hashingWriter struct {
 	n int64
 }
 
+// overlapBytes: a write of at least this many bytes is hashed on another
+// goroutine while it is written (the bufio flushes of the image section,
+// 1 MiB), so a shard costs max(sha256, write) instead of their sum. The
+// digest is the same: the bytes are hashed in the same order, each write
+// whole before the next.
+const overlapBytes = 256 << 10
+
 func (hw *hashingWriter) Write(p []byte) (int, error) {
+	if len(p) < overlapBytes {
+		n, err := hw.w.Write(p)
+		hw.h.Write(p[:n])
+		hw.n += int64(n)
+		return n, err
+	}
+	before, _ := hw.h.(encoding.BinaryMarshaler).MarshalBinary()
+	done := make(chan struct{})
+	go func() {
+		hw.h.Write(p)
+		close(done)
+	}()
 	n, err := hw.w.Write(p)
-	hw.h.Write(p[:n])
+	<-done
+	if n < len(p) { // a short write: the digest covers what was written
+		if uerr := hw.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(before); uerr != nil && err == nil {
+			err = uerr
+		}
+		hw.h.Write(p[:n])
+	}
 	hw.n += int64(n)
 	return n, err
 }
