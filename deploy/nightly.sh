@@ -31,8 +31,9 @@
 #                     sample of a version already under the output root instead of decoding
 #                     them, so a night pays for what changed (docs/reuse.md); 0: --no-reuse
 #   REUSE_FROM        another output root (or version directory) to reuse samples from
-#   REPORT_DIR        where report writes (default: OUTPUT_ROOT/reports, one directory per
-#                     version, named like it; gc does not remove them); REPORTS=0 skips it
+#   REPORT_DIR        where report writes (default: OUTPUT_ROOT/reports, ./reports for an
+#                     s3:// root; one directory per version, named like it; gc does not
+#                     remove them); REPORTS=0 skips it
 #
 # build --lock-wait and --metrics-file are new in issue 12: a binary older than them
 # rejects them as a usage error (exit 2).
@@ -148,17 +149,29 @@ if [ -n "$metrics_dir" ]; then
 fi
 run build "$bin" "$@" >"$out" || fail $?
 dir=$(tail -n 1 "$out")
-if [ ! -d "$dir" ]; then
-	echo "nightly: build printed no version directory (got '$dir')" >&2
-	exit 1
-fi
+# On an s3:// output root build prints the version's URL: verify and report read it
+# from the store, gc runs on the root's URL, reports go to a local directory.
+case $dir in
+s3://*/v*)
+	root=${dir%/*}
+	report_root=${REPORT_DIR:-reports}
+	;;
+*)
+	if [ ! -d "$dir" ]; then
+		echo "nightly: build printed no version directory (got '$dir')" >&2
+		exit 1
+	fi
+	root=$(dirname "$dir")
+	report_root=${REPORT_DIR:-$root/reports}
+	;;
+esac
 echo "nightly: version $dir"
 
 # shellcheck disable=SC2086 # verify_flags is a list of flags, possibly empty
 run verify "$bin" verify --tensor-warehouse "$dir" $verify_flags || fail $?
-run gc "$bin" gc --output-root "$(dirname "$dir")" --keep "$keep" --keep-days "$keep_days" || fail $?
+run gc "$bin" gc --output-root "$root" --keep "$keep" --keep-days "$keep_days" || fail $?
 if [ "$reports" != 0 ]; then
-	report_dir=${REPORT_DIR:-$(dirname "$dir")/reports}/$(basename "$dir")
+	report_dir=$report_root/$(basename "$dir")
 	run report "$bin" report --tensor-warehouse "$dir" --out "$report_dir" || fail $?
 	echo "nightly: report $report_dir/index.html"
 fi
@@ -169,7 +182,8 @@ fi
 # The pointers of the output root: latest, and latest-<config> of each config that
 # publishes there (deploy/README.md, "Several configs in one output root").
 pointers=
-for p in "$(dirname "$dir")"/latest "$(dirname "$dir")"/latest-*; do
+for p in "$root"/latest "$root"/latest-*; do # none on disk for an s3:// root
 	[ -L "$p" ] && pointers="$pointers${pointers:+, }$(basename "$p") -> $(readlink "$p")"
 done
+case $dir in s3://*) pointers="latest in the store" ;; esac
 echo "nightly: done: $dir verified; ${pointers:-no latest}"
