@@ -32,13 +32,13 @@ const mixSalt = 0x6D69787475726521
 // epoch's length in samples; 0 means the sum of the parts' lengths, which
 // visits every sample once per epoch on average when the weights are
 // proportional to the sizes. Every part must have the same layout (dtype,
-// image shape, max_boxes, extras) and every part must get at least one
+// image shape, max_boxes, extras; compact storage may differ) and every part must get at least one
 // sample per epoch.
 func NewMixture(parts []BatchSource, weights []float64, epochSamples int) (*Mixture, error) {
 	if len(parts) == 0 || len(parts) != len(weights) {
 		return nil, fmt.Errorf("mixture: %d warehouses and %d weights: want one weight per warehouse, at least one", len(parts), len(weights))
 	}
-	m := &Mixture{parts: parts, weights: weights, offsets: []int{0}, layout: parts[0].Layout()}
+	m := &Mixture{parts: parts, weights: weights, offsets: []int{0}, layout: tensorLayout(parts[0].Layout())}
 	for k, p := range parts {
 		w := weights[k]
 		if math.IsNaN(w) || math.IsInf(w, 0) || !(w > 0) {
@@ -47,7 +47,7 @@ func NewMixture(parts []BatchSource, weights []float64, epochSamples int) (*Mixt
 		if p.Len() == 0 {
 			return nil, fmt.Errorf("mixture: warehouse %d has no samples", k)
 		}
-		if l := p.Layout(); l != m.layout {
+		if l := tensorLayout(p.Layout()); l != m.layout {
 			return nil, fmt.Errorf("mixture: warehouse %d has layout %+v, warehouse 0 %+v: a mixture needs one dtype, image shape, max_boxes and extras", k, l, m.layout)
 		}
 		m.offsets = append(m.offsets, m.offsets[k]+p.Len())
@@ -134,7 +134,16 @@ func (m *Mixture) Locate(i int) (part, sample int) {
 	return k, i - m.offsets[k]
 }
 
-// Layout is the parts' common layout.
+// tensorLayout is l without its storage fields (Compact, Pad): the
+// layout of the tensors a reader hands out, which a compact part restores
+// to the plain layout's bytes, so a compact and a plain u8 warehouse mix.
+func tensorLayout(l shard.Layout) shard.Layout {
+	l.Compact, l.Pad = false, 0
+	return l
+}
+
+// Layout is the parts' common tensor layout (without Compact and Pad:
+// each part reads its own storage).
 func (m *Mixture) Layout() shard.Layout { return m.layout }
 
 // ShardStarts lists every part's shards in mixture indices.
