@@ -20,12 +20,21 @@ func readAheadBatches(o BatchOptions) int {
 }
 
 // readAhead advises the page ranges of the batches the iterator will need
-// after batch t: batch t+ahead (and at t == 0 every batch up to it). It
-// does nothing for a source that is not a *Reader.
+// after batch t: batch t+ahead (and at t == 0 every batch up to it). A
+// *Mixture forwards the advice to its parts that are *Readers; other
+// sources (live decoding) have no shard files and get none.
 func (it *BatchIterator) readAhead(t int) {
-	r, ok := it.src.(*Reader)
 	ahead := readAheadBatches(it.opts)
-	if !ok || ahead == 0 {
+	if ahead == 0 {
+		return
+	}
+	var advise func([]int)
+	switch src := it.src.(type) {
+	case *Reader:
+		advise = src.adviseWillNeed
+	case *Mixture:
+		advise = src.adviseWillNeed
+	default:
 		return
 	}
 	lo := t + ahead
@@ -33,7 +42,25 @@ func (it *BatchIterator) readAhead(t int) {
 		lo = 1
 	}
 	for u := lo; u <= t+ahead && u < len(it.plan); u++ {
-		r.adviseWillNeed(it.plan[u].Indices)
+		advise(it.plan[u].Indices)
+	}
+}
+
+// adviseWillNeed splits mixture indices idx by part (in their order) and
+// advises each part that is a *Reader of its own samples.
+func (m *Mixture) adviseWillNeed(idx []int) {
+	local := make([][]int, len(m.parts))
+	for _, i := range idx {
+		if i < 0 || i >= m.Len() {
+			continue
+		}
+		k, s := m.Locate(i)
+		local[k] = append(local[k], s)
+	}
+	for k, p := range m.parts {
+		if r, ok := p.(*Reader); ok && len(local[k]) > 0 {
+			r.adviseWillNeed(local[k])
+		}
 	}
 }
 

@@ -2,3 +2,6 @@ package warehouse
 
 // AdviseWillNeed is adviseWillNeed, for readahead_linux_test.go.
 func (r *Reader) AdviseWillNeed(idx []int) { r.adviseWillNeed(idx) }
+
+// AdviseWillNeed is adviseWillNeed, for readahead_linux_test.go.
+func (m *Mixture) AdviseWillNeed(idx []int) { m.adviseWillNeed(idx) }

@@ -258,6 +258,9 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 			return err
 		}
 		defer live.Close()
+		if opts.ReadAhead > 0 {
+			log.Warn("--read-ahead does nothing with live decoding: there are no shard files to advise", "read_ahead", opts.ReadAhead)
+		}
 		src, rep.Dir, rep.Live = live, path, true
 	default:
 		hint := "build it with `warehouse-etl build --config FILE`"

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -53,7 +55,19 @@ func TestMixCompactWithPlain(t *testing.T) {
 			t.Fatalf("array %d of the plain+compact mixture differs from the plain+plain one", k)
 		}
 	}
-	if _, res := loadJSON(t, nil, "--mix", plainDir+"=1", "--mix", compactDir+"=1", "--batch", "4"); res.code != exitOK {
-		t.Fatalf("load --mix plain --mix compact: exit %d\n%s", res.code, res.stderr)
+	// load --mix, with and without read-ahead (forwarded to the parts): the same batches.
+	var idx [2][]byte
+	for k, ahead := range []string{"0", "3"} {
+		out := filepath.Join(t.TempDir(), "ix")
+		if _, res := loadJSON(t, nil, "--mix", plainDir+"=1", "--mix", compactDir+"=1", "--batch", "4", "--read-ahead", ahead, "--indices", out); res.code != exitOK {
+			t.Fatalf("load --mix plain --mix compact --read-ahead %s: exit %d\n%s", ahead, res.code, res.stderr)
+		}
+		var err error
+		if idx[k], err = os.ReadFile(out); err != nil || len(idx[k]) == 0 {
+			t.Fatalf("indices: %v (%d bytes)", err, len(idx[k]))
+		}
+	}
+	if !bytes.Equal(idx[0], idx[1]) {
+		t.Fatal("load --mix --read-ahead 3 read other batches than without")
 	}
 }
