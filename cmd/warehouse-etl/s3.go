@@ -158,7 +158,7 @@ func (r *s3Root) push(ctx context.Context, log *slog.Logger) error {
 var s3ReaderFlags = map[string][]string{
 	"verify":  {"tensor-warehouse"},
 	"inspect": {"tensor-warehouse"},
-	"load":    {"tensor-warehouse"},
+	"load":    {"tensor-warehouse", "mix"}, // --mix URL=WEIGHT
 	"export":  {"tensor-warehouse"},
 	"diff":    {"tensor-warehouse", "against"},
 	"serve":   {"tensor-warehouse", "against"},
@@ -202,6 +202,12 @@ func fetchS3Args(ctx context.Context, env *environment, command string, args []s
 			idx, val = i+1, out[i+1]
 			i++
 		}
+		suffix := "" // --mix PATH=WEIGHT: the location is PATH, split at the last '=' as mixFlag.Set does
+		if name == "mix" {
+			if j := strings.LastIndexByte(val, '='); j > 0 {
+				val, suffix = val[:j], val[j:]
+			}
+		}
 		if !objstore.IsLocation(val) {
 			continue
 		}
@@ -216,9 +222,9 @@ func fetchS3Args(ctx context.Context, env *environment, command string, args []s
 		fmt.Fprintf(env.stderr, "%s: downloaded into %s, every file checked against its manifest (lease held while reading): %d bytes in %.3fs, %.1f MB/s\n",
 			l.URL, l.Dir, l.Bytes, secs, float64(l.Bytes)/1e6/max(secs, 1e-9))
 		if hasVal {
-			out[idx] = "--" + name + "=" + l.Dir
+			out[idx] = "--" + name + "=" + l.Dir + suffix
 		} else {
-			out[idx] = l.Dir
+			out[idx] = l.Dir + suffix
 		}
 	}
 	if len(opened) == 0 {
