@@ -158,6 +158,7 @@ func (b *builder) openReuse(ctx context.Context, scan *scanResult, sp shardPlan,
 	remaining := int64(len(want))
 	recipe := recipeValues(b.recipe.Encode())
 	stats := &reuseStats{Planned: hi - lo}
+	var metaOnly []string
 	for _, dir := range b.reuseCandidates() {
 		if remaining == 0 || len(x.sources) == 1<<16-1 {
 			break
@@ -165,6 +166,10 @@ func (b *builder) openReuse(ctx context.Context, scan *scanResult, sp shardPlan,
 		if err := ctx.Err(); err != nil {
 			x.close()
 			return nil, err
+		}
+		if shardsElsewhere(dir) {
+			metaOnly = append(metaOnly, filepath.Base(dir))
+			continue
 		}
 		src, n, err := b.matchVersion(dir, recipe, want, x, uint16(len(x.sources)+1))
 		if errors.Is(err, errNotPublished) {
@@ -183,6 +188,10 @@ func (b *builder) openReuse(ctx context.Context, scan *scanResult, sp shardPlan,
 		remaining -= n
 		stats.Matched += n
 		b.log.Info("reusing samples of a published version", "dir", dir, "samples", n)
+	}
+	if len(metaOnly) > 0 {
+		b.log.Info("not reusing versions whose shards are not on this machine (an s3:// root's mirror keeps only their metadata)",
+			"versions", len(metaOnly), "names", strings.Join(metaOnly, ","))
 	}
 	stats.Seconds = time.Since(t0).Seconds()
 	b.reuse = stats
@@ -300,6 +309,19 @@ func (b *builder) matchVersion(dir string, recipe map[string]string, want []want
 }
 
 var errNotPublished = errors.New("not published")
+
+// shardsElsewhere reports whether dir is a published version whose first
+// shard file is not here: a version of an s3:// root's mirror, reduced to
+// its metadata after upload (or pulled as metadata only). Reuse skips it
+// without a warning.
+func shardsElsewhere(dir string) bool {
+	m, err := warehouse.ReadManifest(dir)
+	if err != nil || len(m.Shards) == 0 {
+		return false
+	}
+	_, err = os.Lstat(filepath.Join(dir, filepath.FromSlash(m.Shards[0].RelativePath)))
+	return errors.Is(err, os.ErrNotExist)
+}
 
 // warehouseEntryOK refuses a version directory that is not a directory
 // (a symbolic link is not followed), and one that does not exist.

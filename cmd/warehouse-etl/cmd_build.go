@@ -114,6 +114,9 @@ func runBuild(ctx context.Context, opts buildOptions, s streams) (err error) {
 	if opts.LockWait < 0 {
 		return usageError{fmt.Errorf("--lock-wait %v: must be >= 0", opts.LockWait)}
 	}
+	if err := checkReuseFrom(opts.ReuseFrom); err != nil { // reuse_from.go
+		return err
+	}
 	var res *pipeline.Result
 	if opts.MetricsFile != "" {
 		// Written whatever happens next, config errors included, so a
