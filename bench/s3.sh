@@ -9,8 +9,8 @@
 #   COPIES=20 SIZE=640 REPEATS=5 bash bench/s3.sh
 #
 # Needs Go and versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0;
-# VERSITYGW names another binary). The Python loader's timings are added by
-# the Python side (python/warehouse_etl, bench/s3_python.py when present).
+# VERSITYGW names another binary). The Python reader's timings from S3 are
+# bench/s3_read.sh's.
 #
 # What it does:
 #   1. builds COPIES copies of the demo's capture runs at SIZE x SIZE, f16, into a
