@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -336,12 +337,12 @@ class S3Test(unittest.TestCase):
         self.assertTrue(local.layout.compact)
         with self.assertLogs("warehouse_etl", "INFO") as logs:
             wh = self.open(url, mode="range")
-        self.assertTrue(any("mode='range' fetches whole shards" in m for m in logs.output), logs.output)
-        self.assertEqual(set(wh._modes), {"whole"})
         for b in local.batches(5, seed=1, remainder="pad"):
             self.assertBatchEqual(wh.read_batch(b), local.read_batch(b), "compact range")
         for i in (0, len(wh) - 1):
             self.assertEqual(wh[i]["image"].tobytes(), local[i]["image"].tobytes())
+        self.assertEqual(set(wh._modes), {"whole"})
+        self.assertTrue(any("mode='range' fetches whole shards" in m for m in logs.output), logs.output)
 
     def test_mixture_with_s3_part(self):
         """[(s3://, w), (local, w)] reads as the same mixture of two local versions; the
@@ -376,10 +377,19 @@ class S3Test(unittest.TestCase):
             self.skipTest("the fixture has episodes.bin")
         extras = [x["name"] for x in self.lwh.manifest["extras"]]
         name = extras[0] if extras else "no-such-extra"
-        with self.assertRaises((self.we.WarehouseError, ValueError)) as cm:
-            make_loader(self.url, 2, windows={name: [0]}, cache_dir=self.cache, endpoint_url=self.server.endpoint)
+        # Hold what open() returns, so that only an explicit close (not its finalizer)
+        # can remove the lease.
+        held, real_open = [], self.we.open
+
+        def spy(*a, **kw):
+            held.append(real_open(*a, **kw))
+            return held[-1]
+        with mock.patch.object(self.we, "open", spy):
+            with self.assertRaises((self.we.WarehouseError, ValueError)) as cm:
+                make_loader(self.url, 2, windows={name: [0]}, cache_dir=self.cache, endpoint_url=self.server.endpoint)
         self.assertIn("has no episode index (episodes.bin)" if extras else "no extra", str(cm.exception))
         self.assertIn(self.url, str(cm.exception))
+        self.assertEqual(len(held), 1)
         self.assertEqual(listed(), before)
 
     def test_version_file_fetched_checked_cached(self):
