@@ -565,8 +565,8 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     # cache_dir=, cache_limit=, mode=...: open()'s, for an s3:// path or each s3:// part of a mixture.
     s3_options = {k: dataloader_kwargs.pop(k) for k in S3_OPTIONS if k in dataloader_kwargs}
     is_s3 = lambda p: isinstance(p, str) and p.startswith("s3://")
-    if s3_options and not (is_s3(path) or (isinstance(path, (list, tuple))
-                                           and any(is_s3(item[0]) for item in path if isinstance(item, (list, tuple))))):
+    parts = [item[0] for item in path if isinstance(item, (list, tuple))] if isinstance(path, (list, tuple)) else [path]
+    if s3_options and not any(is_s3(p) for p in parts):
         raise TypeError(f"make_loader: {', '.join(sorted(s3_options))}: options of s3:// paths only, and no path "
                         f"here is one")
     if epoch_samples is not None and not isinstance(path, (list, tuple, Mixture)):
