@@ -138,6 +138,26 @@ class MixedLoader(unittest.TestCase):
                 with self.assertRaises(ValueError) as cm:
                     make_loader(arg, 2, **kw)
                 self.assertIn(want, str(cm.exception))
+        with self.assertRaises(TypeError) as cm:  # S3 options without an s3:// part
+            make_loader([(f16["dir"], 1), (f16["dir"], 1)], 2, cache_dir="/nonexistent")
+        self.assertIn("cache_dir: options of s3:// paths only", str(cm.exception))
+
+    def test_compact_mixes_with_plain(self):
+        """A compact_images warehouse reads the tensors of the same build without it: the
+        two mix (compact and pad are storage, not layout), and each row is its
+        warehouse's sample."""
+        plain, compact = fixture(self, "u8"), fixture(self, "u8compact")
+        L = make_loader([(plain["dir"], 1), (compact["dir"], 1)], 4, seed=2)
+        whs = L.warehouse.warehouses
+        n = 0
+        for b in L:
+            for r in range(b["images"].shape[0]):
+                wh = whs[int(b["warehouse"][r])]
+                self.assertEqual(b["images"][r].numpy().tobytes(), wh[int(b["index"][r])]["image"].tobytes())
+                n += 1
+        self.assertGreater(n, 0)
+        self.assertEqual({int(x) for x in L.warehouse.quotas}, {len(whs[0])})
+        L.dataset.close()
 
 
 if __name__ == "__main__":

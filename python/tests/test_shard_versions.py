@@ -1,8 +1,9 @@
 """shard_version decides which sections a shard has (shard.md, "Versions"): 1 the
 original layout, whose meta and checksum sections and U8 dtype are detected (the legacy
 rule); 2 adds the meta section, 3 the checksum section, 4 dtype U8, and from 2 on a
-section the version lacks, or one it has with a zero offset, is corrupt. Checked on
-shards made here byte by byte (no warehouse needed), with the supported range 1..4, and
+section the version lacks, or one it has with a zero offset, is corrupt; 5 adds compact
+images. Checked on
+shards made here byte by byte (no warehouse needed), with the supported range 1..5, and
 on manifest entries."""
 import os
 import struct

@@ -162,6 +162,45 @@ class Windows(unittest.TestCase):
                 wh.close()
 
 
+class WindowsFromS3(unittest.TestCase):
+    """windows= on an s3:// version: episodes.bin fetched into the cache and checked, the
+    windows Go's (test_s3's versitygw and uploader; skipped without them, as there)."""
+
+    def test_loader_windows_from_s3(self):
+        fx = load(self)
+        from tests import test_s3
+        binary = test_s3._need_server(self)
+        from warehouse_etl.torch import make_loader
+        work = tempfile.mkdtemp(prefix="warehouse-windows-s3-")
+        self.addCleanup(shutil.rmtree, work, True)
+        server = test_s3.Server(binary, work)
+        self.addCleanup(server.stop)
+        test_s3.upload_version(server.client, test_s3.BUCKET, "w", fx["dir"])
+        env = {"AWS_ACCESS_KEY_ID": test_s3.ACCESS, "AWS_SECRET_ACCESS_KEY": test_s3.SECRET,
+               "AWS_REGION": "us-east-1"}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+                                 for k, v in saved.items()])
+        cache = os.path.join(work, "cache")
+        want, valid = np.array(fx["values"], dtype=np.float32), np.array(fx["valid"])
+        seen = 0
+        for mode in ("whole", "range"):
+            loader = make_loader(f"s3://{test_s3.BUCKET}/w", 5, seed=3, windows={fx["extra"]: fx["offsets"]},
+                                 cache_dir=cache, endpoint_url=server.endpoint, mode=mode)
+            for b in loader:
+                idx = b["index"].numpy()
+                self.assertEqual(b["windows"][fx["extra"]].numpy().tobytes(), want[idx].tobytes())
+                self.assertEqual(b["window_mask"][fx["extra"]].numpy().tolist(), valid[idx].tolist())
+                seen += len(idx)
+            vdir = loader.warehouse._vdir
+            loader.dataset.close()
+            with open(os.path.join(fx["dir"], "episodes.bin"), "rb") as f, \
+                    open(os.path.join(vdir, "files", "episodes.bin"), "rb") as g:
+                self.assertEqual(f.read(), g.read())
+        self.assertGreater(seen, 0)
+
+
 class ParseEpisodes(unittest.TestCase):
     """episodes.bin bytes written here from docs/format/manifest.md's table (no warehouse
     needed), and the reader's refusals."""

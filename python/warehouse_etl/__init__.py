@@ -20,7 +20,11 @@ process (``verify_samples``; shard.md, "Checksum section").
 PyTorch: ``warehouse_etl.torch`` (imported separately; torch is optional). The API is
 in python/README.md. The modules, by job: ``warehouse`` (open, Warehouse), ``errors``,
 ``_manifest`` (manifest.json), ``_thresholds``, ``_shard`` (a shard's header and
-sections), ``_layout`` (section sizes), ``_order`` (batch order), ``_crc32c``, ``_windows`` (episode windows, extra_stats).
+sections), ``_layout`` (section sizes), ``_compact`` (compact image regions, shard_version 5),
+``_order`` (batch order), ``_crc32c``, ``_mix`` (mixtures of warehouses), ``_state``
+(loader state for resuming), ``_windows`` (episode windows, extra_stats), and for
+``s3://`` warehouses ``_s3`` (bucket access), ``_s3reader`` (S3Warehouse) and ``_cache``
+(the node-local cache).
 """
 from ._argparse import BUILD_COMMAND, add_argument
 from ._order import epoch_order, plan_batches

@@ -88,7 +88,9 @@ class Mixture:
                 raise ValueError(f"mixture: warehouse {m}: weight {w!r}, want a finite weight > 0")
             if len(wh) == 0:
                 raise ValueError(f"mixture: warehouse {m} has no samples")
-            if wh.layout != self.layout:
+            # Compact and pad say how a shard stores its images, not what tensors it reads:
+            # a compact_images warehouse mixes with a plain one (Go: warehouse.NewMixture).
+            if wh.layout.key()[:6] != self.layout.key()[:6]:
                 raise ValueError(f"mixture: warehouse {m} has layout {wh.layout!r}, warehouse 0 {self.layout!r}: "
                                  "a mixture needs one dtype, image shape, max_boxes and extras")
             if (wh.mean, wh.std) != (first.mean, first.std):

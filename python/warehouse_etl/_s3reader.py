@@ -112,13 +112,16 @@ class S3Warehouse(Warehouse):
         except ValueError as e:
             raise WarehouseError(f"{vurl}/{MANIFEST_NAME}: manifest invalid: {e}") from None
         # A flipped byte in a cache file must be found before a tensor is made of it:
-        # every sample is checked on its first read in each process.
-        self._init(vurl, m, layout, verify_checksums, verify_samples or True)
+        # every sample is checked on its first read in each process, whatever the caller
+        # asked (False and None mean True here; "always" stays "always").
+        self._init(vurl, m, layout, verify_checksums, verify_samples if verify_samples == "always" else True)
         self._readers_lock = None
         self._setup(cache)
         self._proc().client = c
         self._lease = _s3.Lease(c, loc, version, lease_ttl_s)
         weakref.finalize(self, self._lease.close)  # a warehouse dropped unclosed: no lease renewed forever
+        if mode == "range" and layout.compact:
+            log.info("%s: compact images (shard_version 5): mode='range' fetches whole shards", vurl)
         log.info("warehouse opened: %s, %d samples in %d shards, %s, cache %s (%s mode)", vurl, len(self),
                  len(self._shards), m["default_dtype"], cfg["cache_dir"], mode)
 
@@ -133,8 +136,11 @@ class S3Warehouse(Warehouse):
         self._ahead_gen = 0
         self._consumed = 0
         self._ahead_cv = threading.Condition(self._ahead_lock)
-        # Per shard: "range" needs the per-sample checksums to check what it fetches.
-        self._modes = [cfg["mode"] if has_sample_checksums(sh.entry, self.layout) else "whole" for sh in self._shards]
+        # Per shard: "range" needs the per-sample checksums to check what it fetches, and
+        # images stored whole at a fixed stride: a compact shard's images are regions of
+        # varying size (shard.md, "Compact images"), so it is fetched whole.
+        self._modes = [cfg["mode"] if has_sample_checksums(sh.entry, self.layout) and not self.layout.compact
+                       else "whole" for sh in self._shards]
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -182,6 +188,39 @@ class S3Warehouse(Warehouse):
         return os.path.join(self._vdir, self._modes[k], *self._shards[k].entry["relative_path"].split("/"))
 
     # Fetching.
+
+    def _version_file(self, name, size, sha256):
+        """The bytes of the version's file ``name`` (episodes.bin), checked against the
+        manifest's ``size`` and ``sha256``: from the cache (``<version>/files/<name>``)
+        when the copy there checks, else fetched whole, checked and put there (a damaged
+        copy is replaced)."""
+        path = os.path.join(self._vdir, "files", *name.split("/"))
+        ok = lambda b: len(b) == size and hashlib.sha256(b).hexdigest() == sha256
+        with contextlib.suppress(OSError):
+            with open(path, "rb") as f:
+                raw = f.read(size + 1)
+            if ok(raw):
+                return raw
+        url = self.dir + "/" + name
+        try:
+            raw = _s3.get(self._client(), self._cfg["bucket"], self._loc.key(self._cfg["version"], name), limit=size)
+        except FileNotFoundError:
+            raise WarehouseError(f"{url}: missing") from None
+        if not ok(raw):
+            raise WarehouseError(f"{url}: {len(raw)} bytes of sha256 {hashlib.sha256(raw).hexdigest()}, the manifest "
+                                 f"says {size} bytes of {sha256}")
+        with contextlib.suppress(OSError):  # the cache is a copy: an unwritable one costs a fetch next time
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(raw)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        return raw
 
     def _download(self, k):
         """fetch(f) for the cache: the whole shard object, checked against the manifest's

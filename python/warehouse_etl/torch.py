@@ -72,7 +72,9 @@ def distributed_rank_world(rank=None, world=None):
     return (0 if rank is None else int(rank)), (1 if world is None else int(world))
 
 
-def _open(warehouse, ignore_thresholds=False, verify_samples=True, epoch_samples=None):
+def _open(warehouse, ignore_thresholds=False, verify_samples=True, epoch_samples=None, s3_options=None):
+    """``warehouse`` open: a path (``s3_options`` go to an ``s3://`` one), a list of
+    (path or Warehouse, weight) opened as a Mixture, or an open one as is."""
     if isinstance(warehouse, (warehouse_etl.Warehouse, Mixture)):
         return warehouse
     if isinstance(warehouse, (list, tuple)):  # a mixture: [(path or Warehouse, weight), ...]
@@ -80,14 +82,16 @@ def _open(warehouse, ignore_thresholds=False, verify_samples=True, epoch_samples
         try:
             for item in warehouse:
                 part, _ = item
-                opened.append(_open(part, ignore_thresholds, verify_samples))
+                opened.append(_open(part, ignore_thresholds, verify_samples, s3_options=s3_options))
             return Mixture(opened, [w for _, w in warehouse], epoch_samples)
         except BaseException:
             for wh, item in zip(opened, warehouse):
                 if wh is not item[0]:
                     wh.close()
             raise
-    return warehouse_etl.open(warehouse, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples)
+    s3 = isinstance(warehouse, str) and warehouse.startswith("s3://")
+    return warehouse_etl.open(warehouse, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples,
+                              **(s3_options or {} if s3 else {}))
 
 
 class WarehouseBatchSampler(Sampler):
@@ -340,8 +344,9 @@ class WarehouseDataset(Dataset):
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
         try:  # episode windows (_windows.py): a bad request or a version without them refuses here
             if windows and isinstance(self.wh, Mixture):
-                raise ValueError("windows= on a mixture: episode windows are read from one warehouse's "
-                                 "episodes.bin; a mixture's indices are not yet mapped to its warehouses")
+                raise ValueError("windows= is not supported on a mixture: episode windows are read from one "
+                                 "warehouse's episodes.bin, and a mixture has one per warehouse; read windows from "
+                                 "a single warehouse")
             self.windows = warehouse_etl.Windows(self.wh, windows) if windows else None
         except BaseException:
             self.close()
@@ -557,24 +562,32 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
             raise TypeError(f"make_loader: reader_threads={reader_threads} and num_workers={num_workers}: "
                             f"num_workers is the deprecated name of reader_threads; give reader_threads only")
         reader_threads = num_workers
-    s3 = isinstance(path, str) and path.startswith("s3://")  # cache_dir=, cache_limit=, mode=...: open()'s
-    if s3:
-        path = warehouse_etl.open(path, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples,
-                                  **{k: dataloader_kwargs.pop(k) for k in S3_OPTIONS if k in dataloader_kwargs})
-    mixture = None
-    if isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
-        path = mixture = _open(path, ignore_thresholds, verify_samples, epoch_samples)
-    elif epoch_samples is not None and not isinstance(path, Mixture):
+    # cache_dir=, cache_limit=, mode=...: open()'s, for an s3:// path or each s3:// part of a mixture.
+    s3_options = {k: dataloader_kwargs.pop(k) for k in S3_OPTIONS if k in dataloader_kwargs}
+    is_s3 = lambda p: isinstance(p, str) and p.startswith("s3://")
+    parts = [item[0] for item in path if isinstance(item, (list, tuple))] if isinstance(path, (list, tuple)) else [path]
+    if s3_options and not any(is_s3(p) for p in parts):
+        raise TypeError(f"make_loader: {', '.join(sorted(s3_options))}: options of s3:// paths only, and no path "
+                        f"here is one")
+    if epoch_samples is not None and not isinstance(path, (list, tuple, Mixture)):
         raise ValueError("make_loader: epoch_samples is a mixture's epoch length: give [(path, weight), ...]")
+    # What make_loader opens it closes (ds.close(), or here when the dataset is refused):
+    # an S3Warehouse holds a lease and its renewing thread.
+    opened = None
+    if is_s3(path):
+        path = opened = warehouse_etl.open(path, ignore_thresholds=ignore_thresholds, verify_samples=verify_samples,
+                                           **s3_options)
+    elif isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
+        path = opened = _open(path, ignore_thresholds, verify_samples, epoch_samples, s3_options)
     try:
         ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                               verify_samples=verify_samples, reader_threads=reader_threads,
                               prefetch_factor=prefetch_factor, windows=windows)
     except BaseException:
-        if mixture is not None:
-            mixture.close()
+        if opened is not None:
+            opened.close()
         raise
-    ds._owns_wh = ds._owns_wh or s3 or mixture is not None  # ds.close() closes the mixture make_loader opened
+    ds._owns_wh = ds._owns_wh or opened is not None  # ds.close() closes what make_loader opened
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)
