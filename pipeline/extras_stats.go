@@ -135,7 +135,7 @@ func extraStats(xs []warehouse.Extra, ep *warehouse.Episodes) ([]warehouse.Extra
 // multiply-add).
 func quantileLinear(sorted []float32, q float64) float64 {
 	n := len(sorted)
-	h := float64(n-1) * q
+	h := float64(float64(n-1) * q) // rounded here: g = h - lo must not fuse with the product
 	lo := math.Floor(h)
 	i := int(lo)
 	if i >= n-1 {
