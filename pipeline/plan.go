@@ -147,19 +147,14 @@ func (e *PlanChangedError) Error() string {
 
 // readPlan reads plan.json: nil when there is none.
 func (st *staging) readPlan() (*storedPlan, error) {
-	f, err := os.Open(st.planPath())
+	raw, tooBig, err := sources.ReadCapped(st.planPath(), maxPlanBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxPlanBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxPlanBytes {
+	if tooBig {
 		return nil, fmt.Errorf("%s: larger than %d bytes", st.planPath(), maxPlanBytes)
 	}
 	var p storedPlan

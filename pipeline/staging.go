@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/outputroot"
+	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
 )
 
@@ -146,16 +146,11 @@ func (sp shardPlan) span(k int) (first, n int64) {
 // says why the shard cannot be used (fs.ErrNotExist when it was never
 // finished).
 func (st *staging) readReceipt(k int, sp shardPlan) (*shardReceipt, error) {
-	f, err := os.Open(st.receiptPath(k))
+	raw, tooBig, err := sources.ReadCapped(st.receiptPath(k), maxReceiptBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxReceiptBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxReceiptBytes {
+	if tooBig {
 		return nil, fmt.Errorf("record larger than %d bytes", maxReceiptBytes)
 	}
 	var r shardReceipt
