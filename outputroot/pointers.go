@@ -63,10 +63,7 @@ func (d Dir) Owner(name string) string { return d.owner(name) }
 
 // SetOwner records config as the publisher of version name, durably.
 func (d Dir) SetOwner(name, config string) error {
-	// Atomic, not in place: the record sits in the root, not in a version
-	// directory published whole, so a kill mid-write must leave the old
-	// record or the new one, never an empty file.
-	return atomicfile.Write(d.Path(ownerFile(name)), []byte(config+"\n"), 0o644)
+	return atomicfile.WriteSynced(d.Path(ownerFile(name)), []byte(config+"\n"))
 }
 
 // Pointer reads the pointer symlink called pointer ("latest",
