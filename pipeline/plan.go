@@ -147,14 +147,19 @@ func (e *PlanChangedError) Error() string {
 
 // readPlan reads plan.json: nil when there is none.
 func (st *staging) readPlan() (*storedPlan, error) {
-	raw, tooBig, err := sources.ReadCapped(st.planPath(), maxPlanBytes)
+	f, err := os.Open(st.planPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if tooBig {
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxPlanBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxPlanBytes {
 		return nil, fmt.Errorf("%s: larger than %d bytes", st.planPath(), maxPlanBytes)
 	}
 	var p storedPlan

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 
 	"warehouse-etl/internal/atomicfile"
 	"warehouse-etl/outputroot"
-	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
 )
 
@@ -146,11 +146,16 @@ func (sp shardPlan) span(k int) (first, n int64) {
 // says why the shard cannot be used (fs.ErrNotExist when it was never
 // finished).
 func (st *staging) readReceipt(k int, sp shardPlan) (*shardReceipt, error) {
-	raw, tooBig, err := sources.ReadCapped(st.receiptPath(k), maxReceiptBytes)
+	f, err := os.Open(st.receiptPath(k))
 	if err != nil {
 		return nil, err
 	}
-	if tooBig {
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxReceiptBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxReceiptBytes {
 		return nil, fmt.Errorf("record larger than %d bytes", maxReceiptBytes)
 	}
 	var r shardReceipt
