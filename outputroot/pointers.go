@@ -32,7 +32,9 @@ import (
 // version: ".<version>.config".
 const configSuffix = ".config"
 
-var configFileName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.config$`)
+// A version's input cache (pipeline/reuse_inputs.go), ".<version>.inputs",
+// goes with its owner record.
+var configFileName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.(config|inputs)$`)
 
 // ownerFile is the name of version name's owner record.
 func ownerFile(name string) string { return "." + name + configSuffix }
@@ -116,7 +118,8 @@ func (v *VersionLock) movePointers(created int64, onlyNewer bool) (bool, error) 
 	return true, v.s.SetPointer(warehouse.LatestName, v.name)
 }
 
-// cleanOwners removes the owner records of versions that are gone.
+// cleanOwners removes the owner records and input caches of versions
+// that are gone.
 func cleanOwners(s Storage, entries []Entry, dryRun bool) error {
 	if dryRun {
 		return nil

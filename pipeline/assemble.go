@@ -32,6 +32,9 @@ func (b *builder) assemble(ctx context.Context, tmp string, st *staging, scan *s
 	if err := writeSamples(ctx, tmp, scan, sp, out, late); err != nil {
 		return nil, nil, err
 	}
+	if err := writeShardSums(tmp, out.shardSums); err != nil {
+		return nil, nil, err
+	}
 	if err := os.Remove(scan.spill); err != nil {
 		return nil, nil, err
 	}
@@ -82,6 +85,7 @@ func (b *builder) linkShards(tmp string, st *staging, sp shardPlan, receipts map
 			Width: l.Width, Height: l.Height, Channels: l.Channels, MaxBoxes: l.MaxBoxes,
 			DType: l.DType.String(), Endianness: "Little", Bytes: r.Bytes, ChecksumSHA256: r.SHA256,
 		})
+		out.shardSums = append(out.shardSums, shardSumsEntry{ID: shardID(k), Sums: r.Sums})
 		out.samples += r.Samples
 		out.bytes += r.Bytes
 	}

@@ -103,7 +103,10 @@ type builder struct {
 	// (a version build's, not validate's or live's); reuse the samples of
 	// published versions (reuse.go).
 	withIdentity bool
-	reuse        *reuseStats
+	// inputs is the input cache of the scan that computes identities
+	// (reuse_inputs.go), nil when off.
+	inputs *inputCache
+	reuse  *reuseStats
 }
 
 func newBuilder(opts Options) (*builder, error) {

@@ -155,12 +155,9 @@ func (st *staging) readPlan() (*storedPlan, error) {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxPlanBytes+1))
+	raw, err := readAllCapped(f, maxPlanBytes)
 	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxPlanBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", st.planPath(), maxPlanBytes)
+		return nil, fmt.Errorf("%s: %w", st.planPath(), err)
 	}
 	var p storedPlan
 	if err := json.Unmarshal(raw, &p); err != nil {

@@ -61,10 +61,14 @@ type reuseLoc struct {
 // match until the last shard is written, so that neither gc nor a forced
 // rebuild removes it meanwhile.
 type reuseSource struct {
-	dir    string
-	lock   *lockfile.Lock
-	pin    *warehouse.PinnedVersion
-	shards []string // shard paths relative to dir, by reuseLoc.shard
+	dir     string
+	lock    *lockfile.Lock
+	pin     *warehouse.PinnedVersion
+	shards  []string          // shard paths relative to dir, by reuseLoc.shard
+	entries []warehouse.Shard // their manifest entries, likewise
+	// sums are the shards' image sums by shard id (shard_sums.json), nil
+	// when the version has none.
+	sums map[string]imageSums
 }
 
 func (s *reuseSource) close() {
@@ -354,6 +358,10 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 			return 0, fmt.Errorf("its %s is %s, this build's %s", k, orNone(old[k]), orNone(recipe[k]))
 		}
 	}
+	if rs.sums, err = readShardSums(rs, m); err != nil {
+		b.log.Warn("not using the shard sums of a version: shards taken whole are read to add them up", "dir", rs.dir, "why", err.Error())
+		rs.sums = nil
+	}
 	name := m.Files.Samples
 	sum, ok := m.Files.Checksums[name]
 	if name == "" || !ok {
@@ -374,10 +382,12 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 	var hits []hit
 	shardNo := map[string]uint32{}
 	shardPaths := map[string]string{}
+	shardEntries := map[string]warehouse.Shard{}
 	for _, sh := range m.Shards {
 		clean := path.Clean(sh.RelativePath)
 		if filepath.IsLocal(clean) && strings.HasPrefix(clean, shardDir+"/") {
 			shardPaths[sh.ID] = clean
+			shardEntries[sh.ID] = sh
 		}
 	}
 	var line struct {
@@ -418,6 +428,7 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 			no = uint32(len(rs.shards))
 			shardNo[line.Shard] = no
 			rs.shards = append(rs.shards, rel)
+			rs.entries = append(rs.entries, shardEntries[line.Shard])
 		}
 		for ; i < len(want) && want[i].digest == d; i++ {
 			hits = append(hits, hit{want[i].planIdx, reuseLoc{src: src, shard: no, idx: uint32(line.ShardIndex)}})

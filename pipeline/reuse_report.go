@@ -20,7 +20,12 @@ type reuseCounts struct {
 	Reused      int64 `json:"reused"`       // images copied from a published version
 	Decoded     int64 `json:"decoded"`      // images decoded (fell_back included)
 	FellBack    int64 `json:"fell_back"`    // matched samples whose old copy failed its CRC-32C or could not be read
-	BytesCopied int64 `json:"bytes_copied"` // image bytes copied
+	BytesCopied int64 `json:"bytes_copied"` // image bytes copied, or taken with a whole shard
+	// ShardsLinked counts the shards taken whole from a published version
+	// (reuse_link.go): hard-linked (copied where the filesystem refuses
+	// links), their samples counted in Reused and their images in
+	// BytesCopied.
+	ShardsLinked int64 `json:"shards_linked"`
 }
 
 // count adds job j's outcome.
@@ -41,6 +46,7 @@ func (c *reuseCounts) add(o reuseCounts) {
 	c.Decoded += o.Decoded
 	c.FellBack += o.FellBack
 	c.BytesCopied += o.BytesCopied
+	c.ShardsLinked += o.ShardsLinked
 }
 
 // ReuseReport is build_report.json's "reuse": what the version's shards
@@ -52,6 +58,12 @@ type ReuseReport struct {
 	Sources []string `json:"sources"` // the version directories samples were copied from
 	reuseCounts
 	MatchSeconds float64 `json:"match_seconds"` // reading the old samples.jsonl files against the plan
+	// InputsHashed and InputsFromCache are the image files this process's
+	// scan hashed for their identity, and those whose identity it took
+	// from the input cache (reuse_inputs.go); 0 for a process that did
+	// not scan, and for sources whose images are not files.
+	InputsHashed    int64 `json:"inputs_hashed"`
+	InputsFromCache int64 `json:"inputs_from_cache"`
 }
 
 // reuseReport is the report's reuse section.
@@ -60,6 +72,9 @@ func (b *builder) reuseReport(w *writeResult) ReuseReport {
 	if s := b.reuse; s != nil {
 		r.Sources = append(r.Sources, s.Sources...)
 		r.MatchSeconds = s.Seconds
+	}
+	if c := b.inputs; c != nil {
+		r.InputsHashed, r.InputsFromCache = c.hashed.Load(), c.hits.Load()
 	}
 	return r
 }

@@ -134,6 +134,7 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 	if b.withIdentity {
 		// Each kept sample's input identity, hashed in a pool and
 		// spilled in scan order (reuse_identity.go).
+		b.inputs = b.openInputCache()
 		ids = b.startIdentities(ctx, b.workers, emit)
 		emit = ids.put
 	}
@@ -168,6 +169,12 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c := b.inputs; c != nil {
+		b.log.Debug("input identities", "from_cache", c.hits.Load(), "hashed", c.hashed.Load())
+		if err := c.save(); err != nil {
+			b.log.Warn("could not keep the input identities for the next build", "file", c.path, "err", err)
+		}
 	}
 	if res.inputs == 0 {
 		return nil, b.emptySourceError()

@@ -151,12 +151,9 @@ func (st *staging) readReceipt(k int, sp shardPlan) (*shardReceipt, error) {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxReceiptBytes+1))
+	raw, err := readAllCapped(f, maxReceiptBytes)
 	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxReceiptBytes {
-		return nil, fmt.Errorf("record larger than %d bytes", maxReceiptBytes)
+		return nil, fmt.Errorf("record: %w", err)
 	}
 	var r shardReceipt
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -238,6 +235,20 @@ func (st *staging) checkShards(ctx context.Context, ks []int, sp shardPlan, hash
 		})
 	}
 	return done, problems, g.Wait()
+}
+
+// readAllCapped reads r to its end, refusing more than limit bytes: the
+// records a build reads back (receipts, the plan, shard sums) are checked
+// for size before they are decoded.
+func readAllCapped(r io.Reader, limit int64) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return raw, nil
 }
 
 // writeReceipt publishes shard k's receipt: written to a temporary name,

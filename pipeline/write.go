@@ -43,6 +43,8 @@ type writeResult struct {
 	// shard receipts: the same whichever processes built the shards.
 	jpegFallbacks int64
 	reuse         reuseCounts // from the receipts too
+	// shardSums are each shard's image sums, for shard_sums.json.
+	shardSums []shardSumsEntry
 }
 
 // shardPlan is the plan's division into shards.
@@ -162,6 +164,22 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 		return nil, err
 	}
 	defer reuse.close()
+	linked, err := b.linkWholeShards(ctx, st, scan, sp, todo, reuse, owner) // reuse_link.go
+	if err != nil {
+		return nil, err
+	}
+	if len(linked) > 0 {
+		rest := make(map[int]bool, len(todo))
+		for k := range todo {
+			if linked[k] == nil {
+				rest[k] = true
+			}
+		}
+		if len(rest) == 0 {
+			return linked, nil
+		}
+		todo = rest
+	}
 	if s, ok := b.src.(budgeted); ok && mem.budget != nil {
 		s.SetMemoryBudget(mem.budget)
 		defer s.SetMemoryBudget(nil)
@@ -241,7 +259,11 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 	}
 
 	// Writer: reorder results into plan order and write them.
-	sink := &shardSink{st: st, layout: layout, sp: sp, owner: owner, scan: scan, counters: b.counters, background: g, receipts: map[int]*shardReceipt{}}
+	receipts := map[int]*shardReceipt{}
+	for k, r := range linked {
+		receipts[k] = r
+	}
+	sink := &shardSink{st: st, layout: layout, sp: sp, owner: owner, scan: scan, counters: b.counters, background: g, receipts: receipts}
 	g.Go(func() error {
 		defer sink.abort()
 		pending := map[int64]*job{}

@@ -70,12 +70,8 @@ type Writer struct {
 	buf      *bufio.Writer
 	hashed   *hashingWriter
 
-	// The trailing sections of the appended samples, already encoded.
-	boxes   []byte
-	mask    []byte
-	records []byte
-	extras  []byte
-	crcs    []uint32 // CRC-32C of each appended sample
+	labels labelSections // the appended samples' labels, already encoded
+	crcs   []uint32      // CRC-32C of each appended sample
 
 	// A Compact layout's table entries and the region bytes written so
 	// far, and a scratch buffer for one region.
@@ -112,10 +108,7 @@ func NewWriter(f File, l Layout, samples int) (*Writer, error) {
 		declared: samples,
 		hashed:   hw,
 		buf:      bufio.NewWriterSize(hw, writeBufferSize),
-		boxes:    make([]byte, 0, n*l.boxBytes()),
-		mask:     make([]byte, 0, n*l.maskBytes()),
-		records:  make([]byte, 0, n*int64(l.RecordSize())),
-		extras:   make([]byte, 0, n*l.extraBytes()),
+		labels:   newLabelSections(l, n),
 		crcs:     make([]uint32, 0, samples),
 	}
 	if l.Compact {
@@ -149,34 +142,7 @@ func (w *Writer) Append(s Sample) error {
 		w.err = fmt.Errorf("shard: write image of sample %d: %w", w.appended, err)
 		return w.err
 	}
-	l := w.layout
-	bd := l.DType.BoxDType()
-	d := bd.Size()
-
-	boxes := grow(&w.boxes, int(l.boxBytes()))
-	mask := grow(&w.mask, int(l.maskBytes()))
-	for j := range l.MaxBoxes {
-		row := boxes[j*4*d : (j+1)*4*d]
-		var m float32
-		if j < len(s.Boxes) {
-			for k, v := range s.Boxes[j] {
-				putElement(row[k*d:], bd, v)
-			}
-			m = 1
-		} else {
-			clear(row)
-		}
-		putElement(mask[j*d:], bd, m)
-	}
-
-	record := grow(&w.records, l.RecordSize())
-	clear(record)
-	encodeRecord(record, &s.Meta, s.ClassIndex, l.MaxBoxes)
-
-	extras := grow(&w.extras, int(l.extraBytes()))
-	for k, v := range s.Extras {
-		putElement(extras[4*k:], F32, v)
-	}
+	boxes, mask, record, extras := w.labels.append(w.layout, &s)
 	w.crcs = append(w.crcs, crc32c(0, entry, image, boxes, mask, record, extras))
 	w.appended++
 	return nil
@@ -220,6 +186,14 @@ func (w *Writer) checkSample(s *Sample) error {
 		return fmt.Errorf("shard: sample %d appended to a shard declared with %d samples", i, w.declared)
 	case int64(len(s.Image)) != l.ImageBytes():
 		return fmt.Errorf("shard: sample %d: image is %d bytes, layout needs %d", i, len(s.Image), l.ImageBytes())
+	}
+	return checkLabels(l, s, i)
+}
+
+// checkLabels reports why the labels of s, sample i, cannot be stored
+// under l, or nil.
+func checkLabels(l Layout, s *Sample, i int) error {
+	switch {
 	case len(s.Boxes) > l.MaxBoxes:
 		return fmt.Errorf("shard: sample %d: %d boxes exceed max_boxes %d", i, len(s.Boxes), l.MaxBoxes)
 	case len(s.ClassIndex) != len(s.Boxes):
@@ -286,9 +260,6 @@ func (w *Writer) finish() (Result, error) {
 	}
 	n := uint64(w.appended)
 	s, _ := w.layout.sections(n, true, true) // fits: n <= declared, checked in NewWriter
-	var metaHeader [MetaHeaderSize]byte
-	encodeMetaHeader(metaHeader[:], w.layout, n)
-	var zeros [sectionAlign]byte
 	imageEnd := s.imageOffset + n*uint64(w.layout.ImageBytes())
 	var compactSection []byte
 	if w.layout.Compact {
@@ -300,15 +271,7 @@ func (w *Writer) finish() (Result, error) {
 		compactSection = append(compactSection, w.compactTable...)
 		imageEnd = s.boxesOffset // the compact section replaces the padding before the boxes
 	}
-	tail := [...][]byte{
-		compactSection,
-		zeros[:s.boxesOffset-imageEnd], // U8 images: up to 7 bytes before the F32 boxes
-		w.boxes, w.mask,
-		zeros[:s.metaOffset-s.maskEnd],
-		metaHeader[:], w.records, w.extras,
-		zeros[:s.checksumOffset-s.dataEnd],
-		checksumSection(w.crcs),
-	}
+	tail := trailer(w.layout, n, s, imageEnd, compactSection, &w.labels, w.crcs)
 
 	// A compact shard's header is known only now: it is rewritten in
 	// place, as a short shard's.
@@ -361,6 +324,79 @@ func (w *Writer) finish() (Result, error) {
 	res := Result{Samples: w.appended, Bytes: copied}
 	sum.Sum(res.SHA256[:0])
 	return res, nil
+}
+
+// labelSections are the encoded boxes, mask, records and extras of a
+// shard's samples, in sample order: everything a shard stores of a sample
+// but its image.
+type labelSections struct {
+	boxes, mask, records, extras []byte
+}
+
+// newLabelSections has room for n samples' labels under l.
+func newLabelSections(l Layout, n int64) labelSections {
+	return labelSections{
+		boxes:   make([]byte, 0, n*l.boxBytes()),
+		mask:    make([]byte, 0, n*l.maskBytes()),
+		records: make([]byte, 0, n*int64(l.RecordSize())),
+		extras:  make([]byte, 0, n*l.extraBytes()),
+	}
+}
+
+// append encodes the labels of s (checked: checkLabels) and returns the
+// bytes it added to each section.
+func (t *labelSections) append(l Layout, s *Sample) (boxes, mask, record, extras []byte) {
+	bd := l.DType.BoxDType()
+	d := bd.Size()
+	boxes = grow(&t.boxes, int(l.boxBytes()))
+	mask = grow(&t.mask, int(l.maskBytes()))
+	for j := range l.MaxBoxes {
+		row := boxes[j*4*d : (j+1)*4*d]
+		var m float32
+		if j < len(s.Boxes) {
+			for k, v := range s.Boxes[j] {
+				putElement(row[k*d:], bd, v)
+			}
+			m = 1
+		} else {
+			clear(row)
+		}
+		putElement(mask[j*d:], bd, m)
+	}
+
+	record = grow(&t.records, l.RecordSize())
+	clear(record)
+	encodeRecord(record, &s.Meta, s.ClassIndex, l.MaxBoxes)
+
+	extras = grow(&t.extras, int(l.extraBytes()))
+	for k, v := range s.Extras {
+		putElement(extras[4*k:], F32, v)
+	}
+	return boxes, mask, record, extras
+}
+
+// trailerParts names the pieces of a trailer, for MatchesExceptImages.
+var trailerParts = [...]string{"compact section", "padding after the images", "boxes", "mask",
+	"padding after the mask", "meta header", "records", "extras", "padding after the extras", "checksum section"}
+
+// trailer is every byte of a shard of l with n samples laid out at s
+// after its image bytes (which end at imageEnd): the compact section of a
+// compact shard (nil otherwise), the label sections t with the padding
+// and meta header around them, and the checksum section of the
+// per-sample CRC-32Cs crcs; in trailerParts order.
+func trailer(l Layout, n uint64, s sections, imageEnd uint64, compactSection []byte, t *labelSections, crcs []uint32) [len(trailerParts)][]byte {
+	metaHeader := make([]byte, MetaHeaderSize)
+	encodeMetaHeader(metaHeader, l, n)
+	zeros := make([]byte, sectionAlign)
+	return [...][]byte{
+		compactSection,
+		zeros[:s.boxesOffset-imageEnd], // U8 images: up to 7 bytes before the F32 boxes
+		t.boxes, t.mask,
+		zeros[:s.metaOffset-s.maskEnd],
+		metaHeader, t.records, t.extras,
+		zeros[:s.checksumOffset-s.dataEnd],
+		checksumSection(crcs),
+	}
 }
 
 // checksumSection encodes the checksum section of a shard whose samples

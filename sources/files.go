@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -34,6 +35,33 @@ func ReadCapped(name string, limit int64) (data []byte, tooBig bool, err error) 
 		return nil, true, nil
 	}
 	return buf.Bytes(), false, nil
+}
+
+// ImageFiler is a Source whose images are whole encoded files (capture
+// runs, COCO, YOLO): its ReadImage returns the bytes of the file
+// ImageFile names, refused when larger than limit. A build hashes such a
+// file for the sample's identity straight from the file, and keeps the
+// digest for the next build keyed by the file's status
+// (pipeline/reuse_inputs.go).
+type ImageFiler interface {
+	ImageFile(smp *Sample) (path string, limit int64, err error)
+}
+
+// ReadImageFile is the ReadImage of an ImageFiler whose errors start with
+// kind ("capture: image frame.jpg: ...").
+func ReadImageFile(src ImageFiler, kind string, smp *Sample) (Image, error) {
+	abs, limit, err := src.ImageFile(smp)
+	if err != nil {
+		return Image{}, err
+	}
+	data, tooBig, err := ReadCapped(abs, limit)
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: image %s: %w", kind, smp.ImagePath, err)
+	}
+	if tooBig {
+		return Image{}, fmt.Errorf("%s: image %s is larger than %d bytes", kind, smp.ImagePath, limit)
+	}
+	return Image{Encoded: data}, nil
 }
 
 // NotFound reports errors that mean "no such file here": absent, a path

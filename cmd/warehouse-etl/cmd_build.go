@@ -376,8 +376,8 @@ func printBuildSummary(w io.Writer, res *pipeline.Result) {
 		fmt.Fprintf(w, "  workers   %d: read %.2fs, decode %.2fs, resize %.2fs, normalize %.2fs (summed over workers)\n",
 			r.Workers, p.Read, p.Decode, p.Resize, p.Normalize)
 		if u := r.Reuse; u.Enabled {
-			fmt.Fprintf(w, "  reuse     %d copied from published versions (%.1f MB), %d decoded, %d fell back to decoding\n",
-				u.Reused, float64(u.BytesCopied)/1e6, u.Decoded, u.FellBack)
+			fmt.Fprintf(w, "  reuse     %d copied from published versions (%.1f MB, %d whole shards), %d decoded, %d fell back to decoding\n",
+				u.Reused, float64(u.BytesCopied)/1e6, u.ShardsLinked, u.Decoded, u.FellBack)
 		}
 	}
 	if len(t.ByReason) > 0 {

@@ -102,7 +102,8 @@ func writeBuildMetrics(path string, m buildMetrics) error {
 			`{`+label+`,how="reused"} `+strconv.FormatInt(u.Reused, 10),
 			`{`+label+`,how="decoded"} `+strconv.FormatInt(u.Decoded, 10),
 			`{`+label+`,how="fell_back"} `+strconv.FormatInt(u.FellBack, 10))
-		gauge("warehouse_etl_build_reuse_bytes_copied", "Image bytes the last build that wrote a version copied from published versions instead of decoding.", "{"+label+"} "+strconv.FormatInt(u.BytesCopied, 10))
+		gauge("warehouse_etl_build_reuse_bytes_copied", "Image bytes the last build that wrote a version copied from published versions instead of decoding (in whole shards taken from them too).", "{"+label+"} "+strconv.FormatInt(u.BytesCopied, 10))
+		gauge("warehouse_etl_build_reuse_shards_linked", "Shards the last build that wrote a version took whole from a published version (hard-linked, or copied where links are refused).", "{"+label+"} "+strconv.FormatInt(u.ShardsLinked, 10))
 	}
 	if t := m.counts(); t != nil {
 		gauge("warehouse_etl_build_samples", "Samples of the version (or of the plan a failed threshold stopped) by status: input, kept, skipped, invalid, missing, empty.",

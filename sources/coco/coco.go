@@ -561,16 +561,14 @@ func explainBBox(a *annotation, r validate.Reason, w, h int) string {
 // ReadImage returns the bytes of the sample's image, refusing files larger
 // than Options.MaxImageBytes. Errors name the file.
 func (s *Source) ReadImage(smp *sources.Sample) (sources.Image, error) {
+	return sources.ReadImageFile(s, "coco", smp)
+}
+
+// ImageFile is the file holding smp's encoded image and the largest size
+// ReadImage reads (sources.ImageFiler).
+func (s *Source) ImageFile(smp *sources.Sample) (string, int64, error) {
 	if smp.ImagePath == "" || !filepath.IsLocal(filepath.FromSlash(smp.ImagePath)) {
-		return sources.Image{}, fmt.Errorf("coco: sample %s #%d has no readable image path %q", s.base, smp.Frame, smp.ImagePath)
+		return "", 0, fmt.Errorf("coco: sample %s #%d has no readable image path %q", s.base, smp.Frame, smp.ImagePath)
 	}
-	abs := filepath.Join(s.root, filepath.FromSlash(smp.ImagePath))
-	data, tooBig, err := sources.ReadCapped(abs, s.opts.MaxImageBytes)
-	if err != nil {
-		return sources.Image{}, fmt.Errorf("coco: image %s: %w", smp.ImagePath, err)
-	}
-	if tooBig {
-		return sources.Image{}, fmt.Errorf("coco: image %s is larger than %d bytes", smp.ImagePath, s.opts.MaxImageBytes)
-	}
-	return sources.Image{Encoded: data}, nil
+	return filepath.Join(s.root, filepath.FromSlash(smp.ImagePath)), s.opts.MaxImageBytes, nil
 }

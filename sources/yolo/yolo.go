@@ -550,18 +550,16 @@ func (s *Source) probeImage(rel string) (w, h int, r validate.Reason, detail str
 // ReadImage returns the bytes of the sample's image, refusing files larger
 // than Options.MaxImageBytes. Errors name the file.
 func (s *Source) ReadImage(smp *sources.Sample) (sources.Image, error) {
+	return sources.ReadImageFile(s, "yolo", smp)
+}
+
+// ImageFile is the file holding smp's encoded image and the largest size
+// ReadImage reads (sources.ImageFiler).
+func (s *Source) ImageFile(smp *sources.Sample) (string, int64, error) {
 	if smp.ImagePath == "" || !filepath.IsLocal(filepath.FromSlash(smp.ImagePath)) {
-		return sources.Image{}, fmt.Errorf("yolo: sample %d has no readable image path %q", smp.Seq, smp.ImagePath)
+		return "", 0, fmt.Errorf("yolo: sample %d has no readable image path %q", smp.Seq, smp.ImagePath)
 	}
-	abs := filepath.Join(s.root, filepath.FromSlash(smp.ImagePath))
-	data, tooBig, err := sources.ReadCapped(abs, s.opts.MaxImageBytes)
-	if err != nil {
-		return sources.Image{}, fmt.Errorf("yolo: image %s: %w", smp.ImagePath, err)
-	}
-	if tooBig {
-		return sources.Image{}, fmt.Errorf("yolo: image %s is larger than %d bytes", smp.ImagePath, s.opts.MaxImageBytes)
-	}
-	return sources.Image{Encoded: data}, nil
+	return filepath.Join(s.root, filepath.FromSlash(smp.ImagePath)), s.opts.MaxImageBytes, nil
 }
 
 // images lists the images of one split entry in natural order of their
