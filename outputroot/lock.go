@@ -42,6 +42,11 @@ const buildLockSuffix = ".lock"
 // comment).
 const tmpInfix = ".tmp-"
 
+// TempPrefix starts the names of version name's temporary entries under
+// its output root (".<name>.tmp-"): a build that takes the version's lock
+// exclusively, and gc, remove the ones left behind.
+func TempPrefix(name string) string { return "." + name + tmpInfix }
+
 // VersionLock is the exclusive hold of one version's build lock under an
 // output root, from LockVersion to Release: a build or a commit of the
 // version. Under it the holder creates a temporary directory beside the

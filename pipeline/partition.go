@@ -89,6 +89,13 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		return nil, err
 	} else if m != nil {
 		if err := b.checkPublished(ctx, lock.FinalDir(), m); err != nil {
+			// A changed source: say what a rebuild would cost, as build
+			// does (a private temporary: other partitions hold the lock).
+			if se := (*StaleError)(nil); errors.As(err, &se) {
+				if tmp, terr := os.MkdirTemp(b.outRoot, outputroot.TempPrefix(name)+"estimate-"); terr == nil {
+					b.estimateStale(ctx, tmp, se)
+				}
+			}
 			return nil, err
 		}
 		b.log.Info("up to date", "dir", lock.FinalDir(), "version", m.Version, "partition", part.String())

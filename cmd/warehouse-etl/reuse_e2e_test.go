@@ -358,6 +358,10 @@ func TestReuseStaleAndMetrics(t *testing.T) {
 	if res.code != exitStale || m == nil || !strings.Contains(res.stderr, "WAREHOUSE_CLEAR=1") {
 		t.Fatalf("changed source: exit %d\n%s", res.code, res.stderr)
 	}
+	// A partition says the same.
+	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet", "--partition", "0/2"); res.code != exitStale || !strings.Contains(res.stderr, m[0]) {
+		t.Fatalf("changed source, --partition 0/2: exit %d, want %d saying %q\n%s", res.code, exitStale, m[0], res.stderr)
+	}
 	metrics := filepath.Join(t.TempDir(), "build.prom")
 	changed := map[string]string{"WAREHOUSE_CLEAR": "changed"}
 	again, res := mustBuild(t, cfgPath, changed, "--quiet", "--metrics-file", metrics)
