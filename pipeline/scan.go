@@ -84,8 +84,65 @@ func readSpill(path string, fn func(p *plannedSample, planIdx int64, at spillLin
 	}
 }
 
+// readSpillWanted is readSpill for a caller that wants only the planned
+// samples for which want is true: with the scan's kept bits it decodes
+// no other line (a rebuild that takes most shards whole forwards a few
+// samples of the spill to its workers).
+func readSpillWanted(scan *scanResult, want func(planIdx int64) bool, fn func(p *plannedSample, planIdx int64) error) error {
+	if scan.kept == nil {
+		return readSpill(scan.spill, func(p *plannedSample, planIdx int64, _ spillLine) error {
+			if planIdx < 0 || !want(planIdx) {
+				return nil
+			}
+			return fn(p, planIdx)
+		})
+	}
+	f, err := os.Open(scan.spill)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var seq, planned int64
+	for ; ; seq++ {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			var rest []byte
+			rest, err = r.ReadBytes('\n')
+			line = append(append([]byte(nil), line...), rest...)
+		}
+		if err == io.EOF && len(line) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		if seq >= int64(len(scan.kept))*64 || scan.kept[seq/64]&(1<<(seq%64)) == 0 {
+			continue
+		}
+		idx := planned
+		planned++
+		if !want(idx) {
+			continue
+		}
+		p := new(plannedSample)
+		if err := json.Unmarshal(line, p); err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		if !p.Kept || p.Seq != seq {
+			return fmt.Errorf("read back %s: line %d is not planned sample %d of the scan", spillName, seq, idx)
+		}
+		if err := fn(p, idx); err != nil {
+			return err
+		}
+	}
+}
+
 // scanResult is what pass 1 hands pass 2.
 type scanResult struct {
+	// kept has bit seq set for each kept input sample, in spill order
+	// (nil for a plan replayed from a partitioned build's stored plan).
+	kept        []uint64
 	spill       string
 	summary     *validate.SummaryBuilder
 	classes     *classTable
@@ -155,6 +212,11 @@ func (b *builder) scanSources(ctx context.Context, spill string, fp warehouse.Fi
 		}
 		if p.Kept {
 			res.planned++
+			seq := res.inputs - 1
+			for int64(len(res.kept))*64 <= seq {
+				res.kept = append(res.kept, 0)
+			}
+			res.kept[seq/64] |= 1 << (seq % 64)
 		}
 		b.counters.Scanned.Add(1)
 		if err := ctx.Err(); err != nil {

@@ -210,10 +210,8 @@ func (b *builder) writePass(ctx context.Context, st *staging, scan *scanResult, 
 	g.Go(func() error {
 		defer senders.Done()
 		defer close(jobs)
-		return readSpill(scan.spill, func(p *plannedSample, planIdx int64, _ spillLine) error {
-			if planIdx < 0 || !todo[int(planIdx/sp.spp)] {
-				return nil
-			}
+		wanted := func(planIdx int64) bool { return todo[int(planIdx/sp.spp)] }
+		return readSpillWanted(scan, wanted, func(p *plannedSample, planIdx int64) error {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():

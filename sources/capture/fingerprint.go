@@ -7,7 +7,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
@@ -54,7 +57,7 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 		return fmt.Errorf("capture: fingerprint %s: %w", run, err)
 	}
 
-	var named []string          // images named by labels, relative to the run
+	var labels []string         // the labels to read for step 4, by name
 	listed := map[string]bool{} // images listed in step 3, relative to the run
 	for _, sub := range []string{"labels", "images"} {
 		entries, err := os.ReadDir(filepath.Join(runDir, sub))
@@ -87,15 +90,13 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 				listed[path.Join(sub, e.Name())] = true
 			case labelLink:
 			case isLabelName(e.Name()):
-				img, err := s.namedImage(filepath.Join(runDir, sub, e.Name()))
-				if err != nil {
-					return fmt.Errorf("capture: fingerprint %s/%s/%s: %w", run, sub, e.Name(), err)
-				}
-				if img != "" {
-					named = append(named, img)
-				}
+				labels = append(labels, e.Name())
 			}
 		}
+	}
+	named, err := s.namedImages(ctx, run, labels)
+	if err != nil {
+		return err
 	}
 	slices.Sort(named)
 	for _, img := range slices.Compact(named) {
@@ -114,6 +115,42 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 		}
 	}
 	return nil
+}
+
+// namedImages reads the labels of run (names in labels/) in a pool of
+// GOMAXPROCS goroutines and returns the image paths they name (namedImage),
+// in no particular order; an error names the first label, in name order,
+// that could not be read.
+func (s *Source) namedImages(ctx context.Context, run string, labels []string) ([]string, error) {
+	imgs := make([]string, len(labels))
+	errs := make([]error, len(labels))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(labels)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(labels) || ctx.Err() != nil {
+					return
+				}
+				imgs[i], errs[i] = s.namedImage(filepath.Join(s.root, run, "labels", labels[i]))
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	named := imgs[:0]
+	for i, img := range imgs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("capture: fingerprint %s/labels/%s: %w", run, labels[i], errs[i])
+		}
+		if img != "" {
+			named = append(named, img)
+		}
+	}
+	return named, nil
 }
 
 // namedImage returns the cleaned image path a label names, relative to its
