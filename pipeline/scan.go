@@ -50,8 +50,8 @@ type spillLine struct {
 
 // readSpill calls fn with every sample of the spill at path, in scan
 // order, with its position among the kept samples (planIdx; -1 for a
-// skipped one) and where its line lies. It is the one reader of the spill
-// (pass 2, assemble and Live).
+// skipped one) and where its line lies: what assemble and Live read.
+// keptLines and readSpillWanted read the kept samples' lines only.
 func readSpill(path string, fn func(p *plannedSample, planIdx int64, at spillLine) error) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -97,6 +97,25 @@ func readSpillWanted(scan *scanResult, want func(planIdx int64) bool, fn func(p 
 			return fn(p, planIdx)
 		})
 	}
+	return keptLines(scan, func(line []byte, seq, idx int64) error {
+		if !want(idx) {
+			return nil
+		}
+		p := new(plannedSample)
+		if err := json.Unmarshal(line, p); err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		if !p.Kept || p.Seq != seq {
+			return fmt.Errorf("read back %s: line %d is not planned sample %d of the scan", spillName, seq, idx)
+		}
+		return fn(p, idx)
+	})
+}
+
+// keptLines calls fn with the spill line of every kept sample, its seq
+// and its planIdx, found by the scan's kept bits (scan.kept must be set)
+// without decoding any line. line is valid during the call only.
+func keptLines(scan *scanResult, fn func(line []byte, seq, planIdx int64) error) error {
 	f, err := os.Open(scan.spill)
 	if err != nil {
 		return err
@@ -120,19 +139,8 @@ func readSpillWanted(scan *scanResult, want func(planIdx int64) bool, fn func(p 
 		if seq >= int64(len(scan.kept))*64 || scan.kept[seq/64]&(1<<(seq%64)) == 0 {
 			continue
 		}
-		idx := planned
 		planned++
-		if !want(idx) {
-			continue
-		}
-		p := new(plannedSample)
-		if err := json.Unmarshal(line, p); err != nil {
-			return fmt.Errorf("read back %s: %w", spillName, err)
-		}
-		if !p.Kept || p.Seq != seq {
-			return fmt.Errorf("read back %s: line %d is not planned sample %d of the scan", spillName, seq, idx)
-		}
-		if err := fn(p, idx); err != nil {
+		if err := fn(line, seq, planned-1); err != nil {
 			return err
 		}
 	}

@@ -2,11 +2,15 @@ package sources
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -35,6 +39,27 @@ func ReadCapped(name string, limit int64) (data []byte, tooBig bool, err error) 
 		return nil, true, nil
 	}
 	return buf.Bytes(), false, nil
+}
+
+// EachIndex calls fn(i) for every i in [0, n) in GOMAXPROCS goroutines
+// and returns when all calls did; it stops handing out indices once ctx
+// is done (the caller checks ctx.Err()). Results go into slices indexed
+// by i, so the caller keeps its order.
+func EachIndex(ctx context.Context, n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // ImageFiler is a Source whose images are whole encoded files (capture

@@ -152,12 +152,22 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 		if err != nil {
 			return err
 		}
+		// The image headers of the run, read in GOMAXPROCS goroutines
+		// (a stat, an open and a read each); used in label order below.
+		probes := make([]probe, len(labels))
+		sources.EachIndex(ctx, len(labels), func(j int) {
+			if rel, ok := labels[j].probePath(run); ok {
+				pr := &probes[j]
+				pr.w, pr.h, pr.reason, pr.detail, pr.err = s.probeImage(rel)
+				pr.done = true
+			}
+		})
 		seen := map[uint64]bool{}
-		for _, l := range labels {
+		for j, l := range labels {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			smp, err := s.sample(run, l, seen)
+			smp, err := s.sample(run, l, seen, &probes[j])
 			if err != nil {
 				return err
 			}
@@ -210,13 +220,11 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 		return nil, fmt.Errorf("capture: run %s: %w", run, err)
 	}
 	var out []labelFile
+	var regular []int // the indices in out of the labels to read
 	for _, e := range entries {
 		name := e.Name()
 		if !isLabelName(name) || e.IsDir() {
 			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
 		}
 		if !e.Type().IsRegular() {
 			// A symbolic link (or a device, a FIFO) is not followed: a
@@ -225,16 +233,32 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 			out = append(out, labelFile{name: name, label: label{rank: rankUnparseable, imagePresent: true, notRegular: true}})
 			continue
 		}
-		data, tooBig, err := sources.ReadCapped(filepath.Join(dir, name), s.opts.MaxLabelBytes)
+		regular = append(regular, len(out))
+		out = append(out, labelFile{name: name})
+	}
+	// Read and parse the labels in GOMAXPROCS goroutines; the first error
+	// in name order is the one reported.
+	errs := make([]error, len(regular))
+	sources.EachIndex(ctx, len(regular), func(j int) {
+		lf := &out[regular[j]]
+		data, tooBig, err := sources.ReadCapped(filepath.Join(dir, lf.name), s.opts.MaxLabelBytes)
 		if err != nil {
-			return nil, fmt.Errorf("capture: label %s/labels/%s: %w", run, name, err)
+			errs[j] = fmt.Errorf("capture: label %s/labels/%s: %w", run, lf.name, err)
+			return
 		}
-		l := label{rank: rankUnparseable, badSchema: true, imagePresent: true,
+		lf.label = label{rank: rankUnparseable, badSchema: true, imagePresent: true,
 			schemaDetail: fmt.Sprintf("the label file is larger than %d bytes", s.opts.MaxLabelBytes)}
 		if !tooBig {
-			l = parseLabel(data, s.opts.LabelKeys)
+			lf.label = parseLabel(data, s.opts.LabelKeys)
 		}
-		out = append(out, labelFile{name: name, label: l})
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	slices.SortFunc(out, func(a, b labelFile) int {
 		if a.rank != b.rank {
@@ -251,9 +275,29 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 	return out, nil
 }
 
+// probe is what probeImage found of a label's image.
+type probe struct {
+	w, h   int
+	reason validate.Reason
+	detail string
+	err    error
+	done   bool
+}
+
+// probePath is the image whose header sample reads for l (its switch's
+// last case: a regular, parsed label that names a present image inside
+// the run), relative to the dataset root.
+func (l *labelFile) probePath(run string) (string, bool) {
+	img, local := l.localImage()
+	if l.notRegular || l.rank == rankUnparseable || l.imageWrongType || !l.imagePresent || !l.imageNamed || !local {
+		return "", false
+	}
+	return path.Join(run, img), true
+}
+
 // sample turns one label into a Sample. seen holds the frame ids met so
-// far in the run.
-func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources.Sample, error) {
+// far in the run; pr is its image's header when read ahead (probePath).
+func (s *Source) sample(run string, l labelFile, seen map[uint64]bool, pr *probe) (*sources.Sample, error) {
 	smp := &sources.Sample{
 		Source:     run,
 		Frame:      l.frame,
@@ -296,7 +340,10 @@ func (s *Source) sample(run string, l labelFile, seen map[uint64]bool) (*sources
 		reasons = append(reasons, validate.ReasonPathEscape)
 		smp.Explain(validate.ReasonPathEscape, fmt.Sprintf("image %q leaves %s/", l.image, run))
 	default:
-		w, h, r, detail, err := s.probeImage(smp.ImagePath)
+		if !pr.done {
+			pr.w, pr.h, pr.reason, pr.detail, pr.err = s.probeImage(smp.ImagePath)
+		}
+		w, h, r, detail, err := pr.w, pr.h, pr.reason, pr.detail, pr.err
 		if err != nil {
 			return nil, err
 		}

@@ -7,10 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
@@ -124,20 +121,9 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 func (s *Source) namedImages(ctx context.Context, run string, labels []string) ([]string, error) {
 	imgs := make([]string, len(labels))
 	errs := make([]error, len(labels))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(labels)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(labels) || ctx.Err() != nil {
-					return
-				}
-				imgs[i], errs[i] = s.namedImage(filepath.Join(s.root, run, "labels", labels[i]))
-			}
-		})
-	}
-	wg.Wait()
+	sources.EachIndex(ctx, len(labels), func(i int) {
+		imgs[i], errs[i] = s.namedImage(filepath.Join(s.root, run, "labels", labels[i]))
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
