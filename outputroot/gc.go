@@ -45,6 +45,15 @@ func versionOfTemporary(name string) string {
 	if !ok || v == "" {
 		return ""
 	}
+	// The temporary file of a version's owner record or input cache,
+	// replaced whole by a rename (atomicfile.Write: "..<version>.config.tmp-*")
+	// by a build that holds the version's lock.
+	if m := configFileName.FindStringSubmatch(v); m != nil {
+		return m[1]
+	}
+	if strings.HasPrefix(v, ".") {
+		return "" // another dotfile's temporary: not a build's
+	}
 	return v
 }
 

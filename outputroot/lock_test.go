@@ -219,3 +219,24 @@ func TestGCRemovesOrphanLockFiles(t *testing.T) {
 		}
 	}
 }
+
+// The temporaries of a version's owner record and input cache
+// (atomicfile.Write beside ".<version>.config" and ".<version>.inputs")
+// belong to that version: cleaned only while its lock is free, never
+// taken for a version of their own.
+func TestVersionOfTemporary(t *testing.T) {
+	for name, want := range map[string]string{
+		".v0123456789abcdef.tmp-1a2b":        "v0123456789abcdef",
+		"..v0123456789abcdef.config.tmp-123": "v0123456789abcdef",
+		"..v0123456789abcdef.inputs.tmp-9":   "v0123456789abcdef",
+		".latest.tmp-v0123456789abcdef":      "v0123456789abcdef",
+		"..v0123456789abcdef.unknown.tmp-9":  "",
+		"..hidden.tmp-1":                     "",
+		"v0123456789abcdef":                  "",
+		".v0123456789abcdef.config":          "",
+	} {
+		if got := versionOfTemporary(name); got != want {
+			t.Errorf("versionOfTemporary(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

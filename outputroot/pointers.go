@@ -65,7 +65,10 @@ func (d Dir) Owner(name string) string { return d.owner(name) }
 
 // SetOwner records config as the publisher of version name, durably.
 func (d Dir) SetOwner(name, config string) error {
-	return atomicfile.WriteSynced(d.Path(ownerFile(name)), []byte(config+"\n"))
+	// Replaced whole by a rename: the record lives in the root, not in a
+	// version directory published whole, and a kill mid-write must not
+	// leave it empty (TestCrashSIGKILLBuilds).
+	return atomicfile.Write(d.Path(ownerFile(name)), []byte(config+"\n"), 0o644)
 }
 
 // Pointer reads the pointer symlink called pointer ("latest",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ const (
 var (
 	crashVersionRE   = regexp.MustCompile(`^v[0-9a-f]{16}$`)
 	crashLockRE      = regexp.MustCompile(`^\.v[0-9a-f]{16}\.(lock|readers)$`) // build and reader locks
-	crashTmpRE       = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.tmp-`)
+	crashTmpRE       = regexp.MustCompile(`^\.\.?(v[0-9a-f]{16})(\.config|\.inputs)?\.tmp-`)
 	crashLatestTmpRE = regexp.MustCompile(`^\.latest\.tmp-(v[0-9a-f]{16})$`)
 )
 
@@ -720,6 +721,16 @@ func (s *crashSuite) check(root, label string) crashState {
 			// kill in between, the rerun publishes its version.
 			if got, err := os.ReadFile(path); err != nil || string(got) != "config\n" {
 				t.Errorf("%s: %s holds %q (%v)", label, name, got, err)
+			}
+		case name == "."+s.ref.name+".inputs":
+			// The scan's input cache (docs/reuse.md), replaced whole by a
+			// rename: after any kill it is complete, ending in the sha256
+			// of what precedes it.
+			got, err := os.ReadFile(path)
+			if n := len(got) - sha256.Size; err != nil || n < 0 || !bytes.HasPrefix(got, []byte("warehouse-etl input identities 1\n")) {
+				t.Errorf("%s: %s is not an input cache (%v)", label, name, err)
+			} else if sum := sha256.Sum256(got[:n]); !bytes.Equal(sum[:], got[n:]) {
+				t.Errorf("%s: %s is damaged: its sha256 does not match", label, name)
 			}
 		case crashLockRE.MatchString(name):
 		case name == "."+s.ref.name+".staging":
