@@ -317,7 +317,9 @@ func (e *PublishedError) Error() string {
 
 func (e *PublishedError) Unwrap() error { return e.Err }
 
-// Usage walks the entry without following links.
+// Usage walks the entry without following links: the bytes removing it
+// frees (a file also linked elsewhere, such as a shard a rebuild took
+// whole into a newer version, frees nothing) and its newest mtime.
 func (d Dir) Usage(name string) (bytes int64, newest time.Time) {
 	_ = filepath.WalkDir(d.Path(name), func(_ string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -327,7 +329,7 @@ func (d Dir) Usage(name string) (bytes int64, newest time.Time) {
 		if err != nil {
 			return nil
 		}
-		if e.Type().IsRegular() {
+		if e.Type().IsRegular() && !linkedElsewhere(fi) {
 			bytes += fi.Size()
 		}
 		if fi.ModTime().After(newest) {

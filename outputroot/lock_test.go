@@ -240,3 +240,24 @@ func TestVersionOfTemporary(t *testing.T) {
 		}
 	}
 }
+
+// Usage counts what removing an entry frees: a file also linked from
+// another version (a shard a rebuild took whole) frees nothing.
+func TestUsageSkipsSharedFiles(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "v1", "shards", "a"), "1234")
+	writeFile(t, filepath.Join(root, "v1", "b"), "123")
+	if err := os.MkdirAll(filepath.Join(root, "v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := Dir(root)
+	if got, _ := d.Usage("v1"); got != 7 {
+		t.Fatalf("Usage before the link: %d, want 7", got)
+	}
+	if err := os.Link(filepath.Join(root, "v1", "shards", "a"), filepath.Join(root, "v2", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Usage("v1"); got != 3 {
+		t.Fatalf("Usage with shards/a linked from v2: %d, want 3", got)
+	}
+}
