@@ -99,16 +99,17 @@ func lockBuild(ctx context.Context, s Storage, name string, opts lockfile.Option
 // FinalDir is where the version is (or will be) published.
 func (v *VersionLock) FinalDir() string { return v.s.Path(v.name) }
 
-// CreateTemp removes the temporary directories left by crashed builds of
-// this version (safe: we hold its lock) and creates a fresh one, where the
-// version is written before Publish.
+// CreateTemp removes the temporaries left by crashed builds of this
+// version (safe: we hold its lock): directories, and the temporary files of
+// its owner record and input cache (versionOfTemporary); then it creates a
+// fresh directory, where the version is written before Publish.
 func (v *VersionLock) CreateTemp() (string, error) {
 	entries, err := v.s.List()
 	if err != nil {
 		return "", err
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name, "."+v.name+tmpInfix) {
+		if strings.HasPrefix(e.Name, "."+v.name+tmpInfix) || (strings.HasPrefix(e.Name, "..") && versionOfTemporary(e.Name) == v.name) {
 			// A replaced version a reader still has open stays (ErrInUse).
 			if err := v.s.Remove(e.Name); err != nil && !errors.Is(err, ErrInUse) {
 				return "", fmt.Errorf("remove stale %s: %w", v.s.Path(e.Name), err)

@@ -261,3 +261,27 @@ func TestUsageSkipsSharedFiles(t *testing.T) {
 		t.Fatalf("Usage with shards/a linked from v2: %d, want 3", got)
 	}
 }
+
+// CreateTemp removes the temporary files a killed build of the version
+// left beside its owner record and input cache.
+func TestCreateTempRemovesRecordTemporaries(t *testing.T) {
+	root := t.TempDir()
+	name := "v0123456789abcdef"
+	other := "v1111111111111111"
+	for _, f := range []string{"." + "." + name + ".config.tmp-1", "." + "." + name + ".inputs.tmp-2", "." + "." + other + ".config.tmp-3"} {
+		writeFile(t, filepath.Join(root, f), "x")
+	}
+	l, err := LockVersion(root, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := l.CreateTemp(); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{".." + name + ".config.tmp-1": false, ".." + name + ".inputs.tmp-2": false, ".." + other + ".config.tmp-3": true} {
+		if _, err := os.Stat(filepath.Join(root, f)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", f, err == nil, want)
+		}
+	}
+}
