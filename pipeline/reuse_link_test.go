@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"warehouse-etl/internal/fsfault"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
@@ -280,4 +282,38 @@ func warehouseDir(t *testing.T, root string) string {
 	}
 	t.Fatalf("no version under %s", root)
 	return ""
+}
+
+// TestReuseWholeShardsWhereLinksAreRefused: where the filesystem refuses
+// hard links (another filesystem under --reuse-from, EXDEV), a shard taken
+// whole is copied and fsynced instead: the same bytes, another file.
+func TestReuseWholeShardsWhereLinksAreRefused(t *testing.T) {
+	src := newFileSource(t, 40)
+	cfg := testConfig(t, 8)
+	opts := Options{Config: cfg, Now: inAnHour}
+	first := buildFiles(t, src, opts)
+	kept := filepath.Join(t.TempDir(), "shard-0")
+	if err := os.Link(filepath.Join(first.Dir, first.Manifest.Shards[0].RelativePath), kept); err != nil {
+		t.Fatal(err)
+	}
+	src.grow(t, 44)
+	restore := fsfault.Set(func(op fsfault.Op, path string) error {
+		if op == fsfault.Link {
+			return syscall.EXDEV
+		}
+		return nil
+	})
+	res := buildFiles(t, src, opts)
+	restore()
+	if got := res.Report.Reuse.reuseCounts; got.ShardsLinked != 5 || got.Reused != 40 || got.Decoded != 4 {
+		t.Errorf("reuse %+v, want 5 shards taken whole, 40 reused, 4 decoded", got)
+	}
+	a, err1 := os.Stat(filepath.Join(res.Dir, res.Manifest.Shards[0].RelativePath))
+	b, err2 := os.Stat(kept)
+	if err1 != nil || err2 != nil || os.SameFile(a, b) {
+		t.Errorf("shard 0 is the old file, not a copy (%v, %v)", err1, err2)
+	}
+	c := *cfg
+	c.OutputRoot = filepath.Join(t.TempDir(), "clean")
+	sameBuild(t, "links refused", res.Dir, buildFiles(t, src, Options{Config: &c, Reuse: ReuseOptions{Off: true}}).Dir)
 }
