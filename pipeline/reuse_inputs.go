@@ -66,7 +66,6 @@ type inputCache struct {
 	path   string
 	recipe [sha256.Size]byte // sha256 of IdentityFormat NUL pixelRecipe
 	old    []byte            // the records read, sorted by key
-	now    func() time.Time
 
 	mu    sync.Mutex
 	fresh []inputRec // the records to write
@@ -86,7 +85,6 @@ func (b *builder) openInputCache() *inputCache {
 	c := &inputCache{
 		path:   filepath.Join(b.outRoot, "."+b.id.DirName()+inputCacheSuffix),
 		recipe: sha256.Sum256([]byte(IdentityFormat + "\x00" + pixelRecipe(b.cfg))),
-		now:    b.now,
 	}
 	old, err := c.load()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
