@@ -172,13 +172,24 @@ func linkOrCopy(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	return copyFile(dst, in, false)
+}
+
+// copyFile creates dst with the bytes of src, fsynced with sync.
+func copyFile(dst string, src io.Reader, sync bool) error {
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(fsfault.File{File: out}, in); err != nil {
+	if _, err := io.Copy(fsfault.File{File: out}, src); err != nil {
 		out.Close()
 		return err
+	}
+	if sync {
+		if err := fsfault.SyncFile(out); err != nil {
+			out.Close()
+			return err
+		}
 	}
 	return out.Close()
 }

@@ -158,10 +158,7 @@ func (b *builder) openReuse(ctx context.Context, scan *scanResult, sp shardPlan,
 				return nil
 			}
 			id := identityOf(line)
-			if id == nil && !bytes.Contains(line, []byte(`"identity"`)) {
-				id = []byte{} // no identity: the image could not be read
-			}
-			if id == nil {
+			if id == nil { // none (the image could not be read), or not as a build writes it
 				p := new(plannedSample)
 				if err := json.Unmarshal(line, p); err != nil {
 					return fmt.Errorf("read back %s: %w", spillName, err)
@@ -488,8 +485,7 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 // value, where every quote is escaped. false when a value is not in the
 // form a build writes it; the caller then decodes the line.
 func sampleRef(raw []byte, kept *bool, shard *string, shardIndex *int64, identity *string) bool {
-	value := func(key string) []byte { return afterKey(raw, key) }
-	k := value(`"kept":`)
+	k := afterKey(raw, `"kept":`)
 	switch {
 	case bytes.HasPrefix(k, []byte("true,")):
 		*kept = true
@@ -498,13 +494,13 @@ func sampleRef(raw []byte, kept *bool, shard *string, shardIndex *int64, identit
 	default:
 		return false
 	}
-	sh := value(`"shard":"`)
+	sh := afterKey(raw, `"shard":"`)
 	end := bytes.IndexByte(sh, '"')
 	if end < 0 || bytes.IndexByte(sh[:end], '\\') >= 0 {
 		return false
 	}
 	*shard = string(sh[:end])
-	n := value(`"shard_index":`)
+	n := afterKey(raw, `"shard_index":`)
 	var v int64
 	digits := 0
 	neg := len(n) > 0 && n[0] == '-'

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,20 +138,14 @@ func (c *inputCache) load() ([]byte, error) {
 
 // lookup is the identity kept for key.
 func (c *inputCache) lookup(key [inputKeyBytes]byte) (id [sha256.Size]byte, ok bool) {
-	lo, hi := 0, len(c.old)/inputRecord
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		switch bytes.Compare(c.old[m*inputRecord:m*inputRecord+inputKeyBytes], key[:]) {
-		case -1:
-			lo = m + 1
-		case 1:
-			hi = m
-		default:
-			copy(id[:], c.old[m*inputRecord+inputKeyBytes:(m+1)*inputRecord])
-			return id, true
-		}
+	rec := func(m int) []byte { return c.old[m*inputRecord : (m+1)*inputRecord] }
+	n := len(c.old) / inputRecord
+	m := sort.Search(n, func(m int) bool { return bytes.Compare(rec(m)[:inputKeyBytes], key[:]) >= 0 })
+	if m == n || !bytes.Equal(rec(m)[:inputKeyBytes], key[:]) {
+		return id, false
 	}
-	return id, false
+	copy(id[:], rec(m)[inputKeyBytes:])
+	return id, true
 }
 
 // keep records key's identity for the next build.

@@ -92,14 +92,9 @@ func (b *builder) linkWholeShards(ctx context.Context, st *staging, scan *scanRe
 		samples []shard.Sample
 		geoms   []transforms.Geometry
 	)
-	err := readSpill(scan.spill, func(p *plannedSample, planIdx int64, _ spillLine) error {
-		if planIdx < 0 {
-			return nil
-		}
-		c, ok := cands[int(planIdx/sp.spp)]
-		if !ok {
-			return nil
-		}
+	isCandidate := func(planIdx int64) bool { _, ok := cands[int(planIdx/sp.spp)]; return ok }
+	err := readSpillWanted(scan, isCandidate, func(p *plannedSample, planIdx int64) error {
+		c := cands[int(planIdx/sp.spp)]
 		if planIdx == c.first {
 			k, samples, geoms = int(planIdx/sp.spp), samples[:0], geoms[:0]
 		}
@@ -250,17 +245,5 @@ func linkSame(f *os.File, srcPath, dst string) error {
 	if !linksRefused(err) {
 		return err
 	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(fsfault.File{File: out}, io.NewSectionReader(f, 0, 1<<62)); err != nil {
-		out.Close()
-		return err
-	}
-	if err := fsfault.SyncFile(out); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return copyFile(dst, io.NewSectionReader(f, 0, 1<<62), true)
 }

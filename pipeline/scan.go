@@ -53,21 +53,8 @@ type spillLine struct {
 // skipped one) and where its line lies: what assemble and Live read.
 // keptLines and readSpillWanted read the kept samples' lines only.
 func readSpill(path string, fn func(p *plannedSample, planIdx int64, at spillLine) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
 	var off, planned int64
-	for {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF && len(line) == 0 {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read back %s: %w", spillName, err)
-		}
+	return spillLines(path, func(line []byte) error {
 		p := new(plannedSample)
 		if err := json.Unmarshal(line, p); err != nil {
 			return fmt.Errorf("read back %s: %w", spillName, err)
@@ -81,6 +68,35 @@ func readSpill(path string, fn func(p *plannedSample, planIdx int64, at spillLin
 			return err
 		}
 		off += int64(len(line))
+		return nil
+	})
+}
+
+// spillLines calls fn with each line of the spill at path, newline
+// included; line is valid during the call only.
+func spillLines(path string, fn func(line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			var rest []byte
+			rest, err = r.ReadBytes('\n')
+			line = append(append([]byte(nil), line...), rest...)
+		}
+		if err == io.EOF && len(line) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read back %s: %w", spillName, err)
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
 	}
 }
 
@@ -116,34 +132,16 @@ func readSpillWanted(scan *scanResult, want func(planIdx int64) bool, fn func(p 
 // and its planIdx, found by the scan's kept bits (scan.kept must be set)
 // without decoding any line. line is valid during the call only.
 func keptLines(scan *scanResult, fn func(line []byte, seq, planIdx int64) error) error {
-	f, err := os.Open(scan.spill)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
 	var seq, planned int64
-	for ; ; seq++ {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			var rest []byte
-			rest, err = r.ReadBytes('\n')
-			line = append(append([]byte(nil), line...), rest...)
-		}
-		if err == io.EOF && len(line) == 0 {
+	return spillLines(scan.spill, func(line []byte) error {
+		s := seq
+		seq++
+		if s >= int64(len(scan.kept))*64 || scan.kept[s/64]&(1<<(s%64)) == 0 {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("read back %s: %w", spillName, err)
-		}
-		if seq >= int64(len(scan.kept))*64 || scan.kept[seq/64]&(1<<(seq%64)) == 0 {
-			continue
-		}
 		planned++
-		if err := fn(line, seq, planned-1); err != nil {
-			return err
-		}
-	}
+		return fn(line, s, planned-1)
+	})
 }
 
 // scanResult is what pass 1 hands pass 2.
