@@ -6,6 +6,7 @@
 #
 #   bash bench/read.sh                               # 600 frames, 384x384, batch 32, 3 rounds
 #   DTYPES=u8 ROUNDS=5 EPOCHS=5 COLD_EPOCHS=2 bash bench/read.sh
+#   DTYPES="u8 u8c" bash bench/read.sh               # u8c: u8 with compact_images
 #   (FRAMES <= 100 per run: gen_dataset.py's objects leave the frame after frame 100)
 #
 # Needs Go, and from Debian: imagemagick python3-numpy python3-torch
@@ -64,12 +65,15 @@ go build -o "$WORK/warehouse-etl" ./cmd/warehouse-etl
 WH=$WORK/warehouse-etl
 declare -A dir
 for dtype in $DTYPES; do
+  # u8c: u8 with compact_images (the letterbox stored without its padding).
+  compact=false; [ "$dtype" = u8c ] && compact=true
   cat >"$WORK/cfg/$dtype.jsonc" <<CFG
 {
   "source": {"kind": "capture", "root": "$WORK/data"},
   "target_size": [$SIZE, $SIZE],
   "resize_mode": "letterbox",
-  "dtype": "$dtype",
+  "dtype": "${dtype%c}",
+  "compact_images": $compact,
   "max_boxes": 16,
   "shard_target_mb": 64,
   "output_root": "$WORK/out/$dtype-$SIZE"
@@ -140,9 +144,10 @@ numpy_reader() {
   record "numpy-global-$1" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS")"
   record "numpy-global-$1" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --cold "$d/shards")" cold
 }
-# torch_reader DTYPE THREADS [--no-verify]: make_loader, global shuffle.
+# torch_reader DTYPE THREADS [--no-verify | --read-ahead=0]: make_loader, global shuffle.
 torch_reader() {
-  local d=${dir[$1]} label=torch-w$2-$1${3:+-unchecked}
+  local d=${dir[$1]} label=torch-w$2-$1
+  case ${3:-} in --no-verify) label+=-unchecked ;; --read-ahead=0) label+=-ra0 ;; esac
   record "$label" "$("$PY" bench/read_python.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" --workers "$2" ${3:+"$3"})"
   record "$label" "$("$PY" bench/read_python.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --workers "$2" --cold "$d/shards" ${3:+"$3"})" cold
 }
@@ -161,6 +166,7 @@ for round in $(seq "$ROUNDS"); do
     go_reader "$dtype" none --no-verify-samples
     numpy_reader "$dtype"
     for w in 0 1 2; do torch_reader "$dtype" "$w"; done
+    torch_reader "$dtype" 1 --read-ahead=0   # without the kernel read-ahead advice
     torch_reader "$dtype" 0 --no-verify
     # A mixture of the warehouse with itself (weights 1:1): what mixing costs on top (reading.md "Mixtures").
     record "torch-mix-w2-$dtype" "$("$PY" bench/read_python.py torch --mix "${dir[$dtype]}=1" --mix "${dir[$dtype]}=1" --batch "$BATCH" --epochs "$EPOCHS" --workers 2)"
@@ -197,7 +203,7 @@ print()
 def ratio(a, ka, b, kb, col, what):
     if (a, ka) in med and (b, kb) in med:
         print(f"{a} {ka} / {b} {kb} ({what}): {med[a, ka][col] / med[b, kb][col]:.2f}x")
-for d in ("u8", "f16"):
+for d in ("u8", "u8c", "f16"):
     for shuffle in ("none", "global"):
         ratio(f"go-load-{shuffle}-{d}", "warm", f"cat-{d}", "warm", 1, "GB/s")
         ratio(f"go-load-{shuffle}-{d}", "first", f"cat-{d}", "warm", 1, "GB/s")
@@ -206,9 +212,11 @@ for d in ("u8", "f16"):
     ratio(f"torch-w0-{d}", "first", f"torch-w0-{d}-unchecked", "first", 0, "checked/unchecked")
     ratio(f"numpy-global-{d}", "warm", f"cat-{d}", "warm", 1, "GB/s")
 for kind in ("warm", "cold"):
-    for w in (0, 1, 2):
-        ratio(f"torch-w{w}-u8", kind, "ffcv-w1", kind, 0, "samples/s")
-    ratio("torch-w2-u8", kind, "ffcv-w2", kind, 0, "samples/s")
+    for d in ("u8", "u8c"):
+        for w in (0, 1, 2):
+            ratio(f"torch-w{w}-{d}", kind, "ffcv-w1", kind, 0, "samples/s")
+        ratio(f"torch-w2-{d}", kind, "ffcv-w2", kind, 0, "samples/s")
+        ratio(f"torch-w1-{d}", kind, f"torch-w1-{d}-ra0", kind, 0, "read-ahead/none")
     ratio("torch-w1-u8", kind, "ffcv-w1", kind, 1, "GB/s")
 ratio("torch-mix-w2-u8", "warm", "torch-w2-u8", "warm", 0, "samples/s")
 PYEOF

@@ -59,7 +59,8 @@ def torch_epochs(args):
         source = [(m.rpartition("=")[0], float(m.rpartition("=")[2])) for m in args.mix]
     loader = make_loader(source, args.batch, seed=0, rank=0, world=1, shuffle=args.shuffle,
                          remainder="drop", reader_threads=args.workers, verify_samples=not args.no_verify,
-                         windows=parse_windows(args.windows))
+                         windows=parse_windows(args.windows),
+                         **({} if args.read_ahead is None else {"read_ahead": args.read_ahead}))
 
     def epoch(e):
         loader.set_epoch(e)
@@ -93,6 +94,7 @@ def main():
     p.add_argument("--shuffle", choices=["none", "shard", "global"], default="global")
     p.add_argument("--workers", type=int, default=0, help="torch: reader threads")
     p.add_argument("--no-verify", action="store_true", help="verify_samples=False")
+    p.add_argument("--read-ahead", type=int, default=None, help="torch: make_loader's read_ahead (default: its own)")
     p.add_argument("--cold", nargs="+", default=[], help="drop these from the page cache before each timed epoch")
     p.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
                    help="torch: read a mixture of warehouses (make_loader([(path, weight), ...]))")

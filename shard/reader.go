@@ -85,6 +85,7 @@ func OpenFile(f *os.File) (*Reader, error) {
 	if int64(int(fi.Size())) != fi.Size() { // int is 32 bits on some platforms
 		return nil, fmt.Errorf("%s: %w", path, corruptf("file is %d bytes, too large to map", fi.Size()))
 	}
+	adviseLabels(f, fi.Size())
 	data, unmap, err := mapFile(f, int(fi.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: map: %w", path, err)
@@ -109,6 +110,24 @@ func (r *Reader) Close() error {
 	unmap := r.unmap
 	r.unmap = nil
 	return unmap()
+}
+
+// adviseLabels tells the kernel, where it takes the hint (advise_linux.go),
+// that the sections from boxes_offset to the end of f (boxes, masks, meta,
+// extras, checksums: what Parse validates and batches copy from the
+// mapping) will be read soon. On a cold page cache Parse's page faults then
+// wait for that one read instead of each reading its own window around the
+// faulting page (as many as read_ahead_kb, megabytes of images, per fault).
+// The header is read with one pread; a header that names no offset inside
+// the file gets no advice and is left to Parse to reject.
+func adviseLabels(f *os.File, size int64) {
+	var h [HeaderSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil {
+		return
+	}
+	if off := le.Uint64(h[offBoxesOffset:]); off < uint64(size) {
+		adviseWillNeed(f, int64(off), size-int64(off))
+	}
 }
 
 func checkFileSize(n int64) error {

@@ -75,7 +75,7 @@ func (r *Reader) adviseWillNeed(idx []int) {
 		if err != nil {
 			return
 		}
-		sr, err := r.shard(k, local)
+		sr, err := r.shard(k, local, false)
 		if err != nil {
 			return
 		}

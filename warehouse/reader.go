@@ -528,7 +528,7 @@ func (r *Reader) Sample(i int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	sr, err := r.shard(k, local)
+	sr, err := r.shard(k, local, true)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -540,8 +540,11 @@ func (r *Reader) Sample(i int) (Sample, error) {
 }
 
 // shard returns shard k, mapping it on first use; local is the sample that
-// asked, whose pages are touched to measure the first-touch time.
-func (r *Reader) shard(k, local int) (*shard.Reader, error) {
+// asked. With touch (Sample's views read the mapping) local's image pages
+// are faulted in to measure the first-touch time; the batch path (pread)
+// and read-ahead never read the mapped images, so faulting them in would
+// only read them twice, and their loads record no first touch.
+func (r *Reader) shard(k, local int, touch bool) (*shard.Reader, error) {
 	s := &r.shards[k]
 	if sr := s.reader.Load(); sr != nil {
 		return sr, nil
@@ -578,8 +581,11 @@ func (r *Reader) shard(k, local int) (*shard.Reader, error) {
 	s.file = f
 	s.verified = make([]atomic.Uint64, (sr.Len()+63)/64)
 	t1 := time.Now()
-	touchPages(sr.Image(local))
-	load.Open, load.FirstTouch = t1.Sub(t0), time.Since(t1)
+	load.Open = t1.Sub(t0)
+	if touch {
+		touchPages(sr.Image(local))
+		load.FirstTouch = time.Since(t1)
+	}
 	r.loads.add(load)
 	r.log.Info("shard loaded", "shard", s.entry.ID, "bytes", load.Bytes, "checksum_ms", float64(load.Checksum)/1e6,
 		"open_mmap_ms", float64(load.Open)/1e6, "first_touch_ms", float64(load.FirstTouch)/1e6)
@@ -666,7 +672,7 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 		if err != nil {
 			return err
 		}
-		sr, err := r.shard(k, local)
+		sr, err := r.shard(k, local, false)
 		if err != nil {
 			return err
 		}

@@ -155,6 +155,35 @@ func TestLazyMappingAndStats(t *testing.T) {
 	}
 }
 
+// TestBatchLoadsTouchNoMappedImage: a shard first opened by the batch path
+// (pread) records no first touch, as it faults in no image page of its
+// mapping; one first opened by Sample (mapped views) does.
+func TestBatchLoadsTouchNoMappedImage(t *testing.T) {
+	fx := warehousetest.Write(t, warehousetest.DefaultSpec())
+	r, err := Open(fx.Dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b := NewBatch(r.Layout(), 2)
+	if err := r.ReadRunInto(0, 2, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Sample(10); err != nil {
+		t.Fatal(err)
+	}
+	loads := r.ShardLoads()
+	if len(loads) != 2 || loads[0].ID != "shard-00000" || loads[1].ID != "shard-00002" {
+		t.Fatalf("loads %+v; want shard-00000 (batch), then shard-00002 (Sample)", loads)
+	}
+	if loads[0].FirstTouch != 0 {
+		t.Fatalf("batch load %+v: first touch %v, want 0 (no mapped image read)", loads[0], loads[0].FirstTouch)
+	}
+	if loads[1].FirstTouch <= 0 {
+		t.Fatalf("Sample load %+v: no first touch", loads[1])
+	}
+}
+
 func TestConcurrentReaders(t *testing.T) {
 	fx := warehousetest.Write(t, warehousetest.Spec{DType: shard.F32, Width: 8, Height: 8, MaxBoxes: 4, Extras: [][]int{{2}}, ShardSizes: []int{5, 5, 5, 5, 2}})
 	r, err := Open(fx.Root, OpenOptions{})

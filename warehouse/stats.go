@@ -13,6 +13,8 @@ import (
 // header validation; FirstTouch is the time to fault in the first sample
 // that was asked for (one byte per page of its image), so a cold page cache
 // or a slow filesystem shows up here and not in the training step after.
+// Only a shard first used through Sample's mapped views has one: batches
+// read images with pread, and a shard they open first records 0.
 type ShardLoad struct {
 	ID         string        `json:"id"`
 	Bytes      int64         `json:"bytes"`

@@ -172,6 +172,14 @@ class Mixture:
             out["warehouse"][:] = m
         return out
 
+    def advise(self, indices):
+        """``Warehouse.advise`` for mixture indices: each warehouse is advised of its own
+        samples."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        m, local = self.locate(idx[(idx >= 0) & (idx < len(self))])
+        for k in np.unique(m).tolist():
+            self.warehouses[k].advise(local[m == k])
+
     def close(self):
         for wh in self.warehouses:
             wh.close()

@@ -564,6 +564,10 @@ class S3Warehouse(Warehouse):
 
     # Fetching ahead of the reads.
 
+    def advise(self, indices):
+        """No kernel advice here: shards come from the bucket ahead of the loop through
+        :meth:`fetch_ahead`, and advising would download them in the caller's thread."""
+
     def fetch_ahead(self, plan, consumer=None):
         """Fetch what the batches of ``plan`` (an iterable of index arrays or
         PlannedBatch, in the order they will be read) need, in a background thread,

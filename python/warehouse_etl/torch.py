@@ -50,6 +50,11 @@ from warehouse_etl._state import LoaderStateError, StatefulLoader
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
            "Normalize", "normalize", "distributed_rank_world", "Mixture", "LoaderStateError"]
 
+# Batches past those being read whose images are advised to the kernel
+# (posix_fadvise WILLNEED), so that a cold page cache is read ahead of the loop
+# (docs/performance.md, "Read-ahead"): 0 turns the advice off.
+READ_AHEAD = 2
+
 _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32, np.dtype("u1"): torch.uint8,
                  np.dtype("<i4"): torch.int32, np.dtype("<i8"): torch.int64}
 
@@ -225,38 +230,63 @@ class _ReadAhead:
     Asked for anything else, the plan is dropped (reads not yet started are
     cancelled) and the caller reads the batch itself.
 
+    ``advise_ahead`` batches past those handed to the threads are advised to the kernel
+    (``advise``, the warehouse's ``posix_fadvise(WILLNEED)`` of their images) as they
+    are taken from the plan, so that on a cold page cache the disk reads them while the
+    threads copy the batches before. With ``threads`` 0 nothing is read here: the plan
+    only tracks which batch comes next, for the advice, and the caller reads each.
+
     ``read`` is a bound method of the dataset, held weakly: the dataset owns this
     object, not the other way round, so dropping the dataset stops the threads."""
 
-    def __init__(self, read, threads, ahead):
+    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0):
         self._read = weakref.WeakMethod(read)
         self._threads, self._ahead = int(threads), max(int(ahead), 1)
+        self._advise, self._advise_ahead = advise, int(advise_ahead) if advise is not None else 0
         self._pool = None
         self._lock = threading.Lock()
         self._plan = iter(())
-        self._pending = collections.deque()  # (indices, repeats, future), in plan order
+        self._pending = collections.deque()  # (indices, repeats, future or None), in plan order
+        self._advised = collections.deque()  # (indices, repeats) taken from the plan and advised
 
     def start(self, plan):
         """Read ahead the batches of ``plan``, after dropping the plan before."""
         with self._lock:
             self._drop()
-            if self._pool is None:
+            if self._pool is None and self._threads:
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="warehouse-read")
             self._plan = iter(plan)
             while len(self._pending) < self._ahead and self._submit():
                 pass
 
-    def _submit(self):
+    def _next(self):
+        """The next batch key of the plan (None at its end), keeping ``advise_ahead``
+        keys after it taken and advised."""
+        key = self._advised.popleft() if self._advised else self._take_key()
+        while key is not None and len(self._advised) < self._advise_ahead:
+            more = self._take_key()
+            if more is None:
+                break
+            self._advise(more[0])
+            self._advised.append(more)
+        return key
+
+    def _take_key(self):
         item = next(self._plan, None)
-        if item is None:
+        return None if item is None else _batch_key(item)
+
+    def _submit(self):
+        key = self._next()
+        if key is None:
             return False
-        idx, repeats = _batch_key(item)
-        self._pending.append((idx, repeats, self._pool.submit(_call, self._read, idx, repeats)))
+        idx, repeats = key
+        future = self._pool.submit(_call, self._read, idx, repeats) if self._threads else None
+        self._pending.append((idx, repeats, future))
         return True
 
     def take(self, idx, repeats):
         """The finished read of the next planned batch when it is ``(idx, repeats)`` (its
-        error raised), else None."""
+        error raised), else None (without threads: always None, the caller reads it)."""
         with self._lock:
             if not self._pending:
                 return None
@@ -267,12 +297,14 @@ class _ReadAhead:
                 return None
             self._pending.popleft()
             self._submit()
-        return future.result()
+        return None if future is None else future.result()
 
     def _drop(self):
         for _, _, future in self._pending:
-            future.cancel()  # one already running finishes; its batch is dropped
+            if future is not None:
+                future.cancel()  # one already running finishes; its batch is dropped
         self._pending.clear()
+        self._advised.clear()
         self._plan = iter(())
 
     def close(self):
@@ -314,6 +346,13 @@ class WarehouseDataset(Dataset):
     GIL, so they read beside the training step). Without a plan, or asked for another
     batch than the plan's next, a batch is read when it is asked for.
 
+    ``read_ahead`` (default 2; 0 off) batches past those being read are advised to the
+    kernel as the plan is followed (``Warehouse.advise``: ``posix_fadvise(WILLNEED)`` of
+    their images), with or without reader threads: where the shards are not in the page
+    cache (a dataset larger than memory, the first epoch after a reboot) the disk reads
+    them while the batches before are copied. On a warm page cache it costs a system call
+    per run of a batch.
+
     In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
     references that batch any more (no page faults per batch; a batch you keep is never
@@ -333,15 +372,16 @@ class WarehouseDataset(Dataset):
     ``False`` never."""
 
     def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True,
-                 reader_threads=0, prefetch_factor=2, windows=None):
+                 reader_threads=0, prefetch_factor=2, windows=None, read_ahead=READ_AHEAD):
         # Checked before anything is opened: a refused dataset holds nothing.
-        if reader_threads < 0 or prefetch_factor < 1:
-            raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}: "
-                             f"want reader_threads >= 0 and prefetch_factor >= 1")
+        if reader_threads < 0 or prefetch_factor < 1 or read_ahead < 0:
+            raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}, read_ahead "
+                             f"{read_ahead}: want reader_threads >= 0, prefetch_factor >= 1 and read_ahead >= 0")
         self._owns_wh = not isinstance(warehouse, (warehouse_etl.Warehouse, Mixture))
         self.wh = _open(warehouse, ignore_thresholds, verify_samples)
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
+        self.read_ahead = int(read_ahead)
         try:  # episode windows (_windows.py): a bad request or a version without them refuses here
             if windows and isinstance(self.wh, Mixture):
                 raise ValueError("windows= is not supported on a mixture: episode windows are read from one "
@@ -358,17 +398,20 @@ class WarehouseDataset(Dataset):
         ahead = self.reader_threads * self.prefetch_factor
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
-        self._ahead = _ReadAhead(self._read_ahead, self.reader_threads, ahead) if ahead else None
+        advise = getattr(self.wh, "advise", None) if self.read_ahead else None
+        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead)
+                       if ahead or advise is not None else None)
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,
-                "prefetch_factor": self.prefetch_factor, "windows": self.windows}
+                "prefetch_factor": self.prefetch_factor, "windows": self.windows, "read_ahead": self.read_ahead}
 
     def __setstate__(self, state):
         self.wh, self.normalize = state["wh"], state["normalize"]
         self.reader_threads = state.get("reader_threads", 0)
         self.prefetch_factor = state.get("prefetch_factor", 2)
         self.windows = state.get("windows")
+        self.read_ahead = state.get("read_ahead", READ_AHEAD)
         self._init_local()
 
     def __del__(self):
@@ -522,7 +565,8 @@ class WarehouseLoader(StatefulLoader, DataLoader):
 
 def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shuffle="global", remainder="drop",
                 reader_threads=0, pin_memory=False, normalize=False, ignore_thresholds=False, prefetch_factor=2,
-                verify_samples=True, num_workers=None, epoch_samples=None, windows=None, **dataloader_kwargs):
+                verify_samples=True, num_workers=None, epoch_samples=None, windows=None, read_ahead=READ_AHEAD,
+                **dataloader_kwargs):
     """A :class:`WarehouseLoader` over the warehouse at ``path`` (or an open Warehouse):
     ``DataLoader(dataset, batch_size=None, sampler=...)`` whose items are whole batch
     dicts (module docstring), each read in one pass. ``rank``/``world`` default to
@@ -537,6 +581,9 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     (measured in bench/read.sh: processes deliver 3-4x fewer samples/s). A DataLoader
     with worker processes still works with the parts: ``DataLoader(WarehouseDataset(path),
     batch_size=None, sampler=WarehouseBatchSampler(path, B), num_workers=N)``.
+
+    ``read_ahead`` is :class:`WarehouseDataset`'s: batches past those being read whose
+    images are advised to the kernel for cold reads (0: off).
 
     ``num_workers`` is the deprecated name of ``reader_threads`` (it always meant reader
     threads here, never DataLoader worker processes): it still works, with a
@@ -582,7 +629,7 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     try:
         ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                               verify_samples=verify_samples, reader_threads=reader_threads,
-                              prefetch_factor=prefetch_factor, windows=windows)
+                              prefetch_factor=prefetch_factor, windows=windows, read_ahead=read_ahead)
     except BaseException:
         if opened is not None:
             opened.close()

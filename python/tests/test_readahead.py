@@ -1,0 +1,152 @@
+"""Read-ahead for cold page caches: Warehouse.advise names exactly the image bytes of
+each run of the samples it is given (posix_fadvise WILLNEED), a mixture advises each
+warehouse of its own samples, and the torch loader advises every planned batch
+read_ahead batches before it is read, with or without reader threads, while handing out
+the same batches as without the advice."""
+import os
+import unittest
+from unittest import mock
+
+import numpy as np
+
+import warehouse_etl
+from warehouse_etl import warehouse as whmod
+from warehouse_etl._mix import Mixture
+from warehouse_etl.torch import make_loader
+from tests._fixtures import fixture, raw
+
+
+def record_advice(test):
+    """Patch posix_fadvise in the reader; returns the list of (fd, offset, length)."""
+    calls = []
+    if whmod._WILLNEED is None:
+        test.skipTest("no posix_fadvise on this platform")
+
+    def fake(fd, offset, length, advice):
+        test.assertEqual(advice, os.POSIX_FADV_WILLNEED)
+        calls.append((fd, offset, length))
+
+    patcher = mock.patch.object(whmod.os, "posix_fadvise", fake)
+    patcher.start()
+    test.addCleanup(patcher.stop)
+    return calls
+
+
+def runs(wh, indices):
+    """The expected runs: maximal ranges of consecutive sorted samples of one shard."""
+    starts = [e["first_sample"] for e in wh.manifest["shards"]] + [len(wh)]
+    shard = lambda i: int(np.searchsorted(starts, i, side="right")) - 1
+    out = []
+    for i in sorted(set(int(i) for i in indices)):
+        if out and out[-1][-1] == i - 1 and shard(i) == shard(i - 1):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+class Advise(unittest.TestCase):
+    def test_plain_runs_are_their_image_bytes(self):
+        wh = warehouse_etl.open(fixture(self, "u8")["dir"])
+        self.addCleanup(wh.close)
+        self.assertGreater(len(wh.manifest["shards"]), 2)
+        n = len(wh)
+        idx = np.random.default_rng(7).permutation(n)[: n // 2].tolist() + [0, 1, 2, n - 1, 1]
+        for i in range(len(wh.manifest["shards"])):  # opened first: advise only advises
+            wh._shard(i)
+        calls = record_advice(self)
+        wh.advise(idx + [-1, n])  # out of range: ignored
+        want = runs(wh, idx)
+        self.assertEqual(len(calls), len(want))
+        for (fd, offset, length), run in zip(calls, want):
+            got = os.pread(fd, length, offset)
+            self.assertEqual(got, raw(wh.read_batch(run)["images"]), f"run {run[0]}..{run[-1]}")
+
+    def test_compact_runs_are_their_regions(self):
+        wh = warehouse_etl.open(fixture(self, "u8compact")["dir"])
+        self.addCleanup(wh.close)
+        for i in range(len(wh.manifest["shards"])):
+            wh._shard(i)
+        calls = record_advice(self)
+        idx = np.arange(len(wh))[::3]
+        wh.advise(idx)
+        want = runs(wh, idx)
+        self.assertEqual(len(calls), len(want))
+        c = wh.layout.channels
+        for (fd, offset, length), run in zip(calls, want):
+            k = int(np.searchsorted(wh.shard_starts, run[0], side="right")) - 1
+            table = wh._shard(k).sections["compact_table"]
+            local = [i - int(wh.shard_starts[k]) for i in run]
+            self.assertEqual(offset, int(table[local[0]]["offset"]))
+            self.assertEqual(length, sum(c * int(table[j]["w"]) * int(table[j]["h"]) for j in local))
+
+    def test_mixture_advises_each_warehouse(self):
+        fx = fixture(self, "u8")
+        mix = Mixture([warehouse_etl.open(fx["dir"]), warehouse_etl.open(fx["dir"])], [1, 1])
+        self.addCleanup(mix.close)
+        got = [[], []]
+        for k, wh in enumerate(mix.warehouses):
+            wh.advise = lambda idx, k=k: got[k].append(sorted(np.asarray(idx).tolist()))
+        n = len(mix.warehouses[0])
+        mix.advise([1, n + 2, 0, n, 2 * n + 5, -1])
+        self.assertEqual(got, [[[0, 1]], [[0, 2]]])
+
+
+class LoaderReadAhead(unittest.TestCase):
+    def check(self, threads):
+        fx = fixture(self, "u8")
+        kw = dict(seed=3, epoch=1, shuffle="global", remainder="pad")
+        plain = make_loader(fx["dir"], 4, read_ahead=0, **kw)
+        want = [b["index"].tolist() for b in plain]
+        plain.dataset.close()
+        self.assertGreater(len(want), 4)
+        wh, events = warehouse_etl.open(fx["dir"]), []
+        self.addCleanup(wh.close)
+        wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
+        loader = make_loader(wh, 4, reader_threads=threads, read_ahead=2, **kw)
+        self.addCleanup(loader.dataset.close)
+        ds = loader.dataset
+        read = ds._read
+
+        def recording(idx, repeats, shared):
+            events.append(("read", sorted(idx.tolist())))
+            return read(idx, repeats, shared)
+
+        ds._read = recording
+        for epoch in range(2):
+            got = [b["index"].tolist() for b in loader]
+            self.assertEqual(got, want, f"epoch {epoch}")
+        plan = [sorted(w) for w in want]
+        per_epoch = len(events) // 2
+        for e in range(2):
+            ev = events[e * per_epoch:(e + 1) * per_epoch]
+            advised = [b for kind, b in ev if kind == "advise"]
+            # Every batch but the first is advised once, in plan order.
+            self.assertEqual(advised, plan[1:], f"epoch {e}")
+            for t, batch in enumerate(plan[1:], 1):
+                a = ev.index(("advise", batch))
+                r = ev.index(("read", batch))
+                self.assertLess(a, r, f"epoch {e}: batch {t} read before it was advised")
+
+    def test_without_reader_threads(self):
+        self.check(0)
+
+    def test_with_a_reader_thread(self):
+        self.check(1)
+
+    def test_read_ahead_zero_advises_nothing(self):
+        fx = fixture(self, "u8")
+        wh, calls = warehouse_etl.open(fx["dir"]), []
+        self.addCleanup(wh.close)
+        wh.advise = calls.append
+        for threads in (0, 1):
+            loader = make_loader(wh, 4, read_ahead=0, reader_threads=threads)
+            self.assertEqual(len(list(loader)), len(wh) // 4)
+            loader.dataset.close()
+        self.assertEqual(calls, [])
+        with self.assertRaises(ValueError):
+            make_loader(fx["dir"], 4, read_ahead=-1)
+
+
+if __name__ == "__main__":
+    unittest.main()
