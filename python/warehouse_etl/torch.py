@@ -52,7 +52,8 @@ __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "Warehou
 
 # Batches past those being read whose images are advised to the kernel
 # (posix_fadvise WILLNEED), so that a cold page cache is read ahead of the loop
-# (docs/performance.md, "Read-ahead"): 0 turns the advice off.
+# (docs/performance.md, "Read-ahead, cold shard opens and compact_images"): 0 turns
+# the advice off.
 READ_AHEAD = 2
 
 _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32, np.dtype("u1"): torch.uint8,
