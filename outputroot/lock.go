@@ -66,7 +66,7 @@ type VersionLock struct {
 
 // LockVersion takes the build lock of version name under the output root
 // root, creating root if needed. It fails with ErrLocked when another
-// process holds it.
+// process holds it for longer than a probe does (probeGrace).
 func LockVersion(root, name string) (*VersionLock, error) {
 	return LockVersionWait(context.Background(), root, name, 0)
 }
@@ -86,9 +86,18 @@ func LockVersionWait(ctx context.Context, root, name string, wait time.Duration)
 	return &VersionLock{s: s, name: name, lock: l}, nil
 }
 
-// lockBuild takes version name's build lock; a holder that keeps it gives
-// an error that names the lock file, wraps ErrLocked and ends with why.
+// probeGrace is how long lockBuild waits for a build lock, whatever the
+// caller's wait: gc and every build's CleanTemporary take each version's
+// build lock for a moment to see whether a build runs (tryLock), and a
+// build that meets such a probe must not fail as if another build held
+// the lock (exit 5).
+const probeGrace = time.Second
+
+// lockBuild takes version name's build lock, waiting at least probeGrace;
+// a holder that keeps it gives an error that names the lock file, wraps
+// ErrLocked and ends with why.
 func lockBuild(ctx context.Context, s Storage, name string, opts lockfile.Options, why string) (Lock, error) {
+	opts.Wait = max(opts.Wait, probeGrace)
 	l, err := s.Lock(ctx, "."+name+buildLockSuffix, opts)
 	if held := (*lockfile.HeldError)(nil); errors.As(err, &held) {
 		return nil, fmt.Errorf("%s: %w%s", held.Path, ErrLocked, why)

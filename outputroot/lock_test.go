@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"warehouse-etl/warehouse"
 )
@@ -118,6 +119,41 @@ func TestLockAndStaleTmp(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Fatal("another version's tmp dir was removed")
 	}
+}
+
+// TestBuildLockWaitsOutProbes: gc's and CleanTemporary's momentary
+// tryLock of a version's build lock does not make a build of that version
+// fail; a holder that keeps the lock still does, after probeGrace.
+func TestBuildLockWaitsOutProbes(t *testing.T) {
+	root := t.TempDir()
+	s := storageFor(root)
+	probe, ok, err := tryLock(s, ".v1"+buildLockSuffix)
+	if err != nil || !ok {
+		t.Fatalf("tryLock: %v %v", ok, err)
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		probe.Release()
+		close(released)
+	}()
+	v, err := LockVersion(root, "v1")
+	if err != nil {
+		t.Fatalf("LockVersion during a probe: %v", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("LockVersion took the lock while the probe held it")
+	}
+	start := time.Now()
+	if _, err := LockVersion(root, "v1"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("LockVersion while a build holds it: %v, want ErrLocked", err)
+	}
+	if waited := time.Since(start); waited < probeGrace {
+		t.Fatalf("gave up after %v, before probeGrace %v", waited, probeGrace)
+	}
+	v.Release()
 }
 
 func TestSharedAndExclusiveVersionLocks(t *testing.T) {
