@@ -470,6 +470,13 @@ func TestPythonPackage(t *testing.T) {
 		t.Fatalf("u8compact: build exit %d\n%s", res.code, res.stderr)
 	}
 	fixtures = append(fixtures, u8c)
+	// Compact again, in a box wider than the frames: regions narrower than the image
+	// (pillarbox), which the Python reader restores around them (test_readahead.py).
+	wide, res, ok := build("u8compactwide", map[string]any{"dtype": "u8", "target_size": []int{120, 40}, "shard_target_mb": 0.02, "compact_images": true})
+	if !ok {
+		t.Fatalf("u8compactwide: build exit %d\n%s", res.code, res.stderr)
+	}
+	fixtures = append(fixtures, wide)
 	// Warehouses of warehouse-etl/3 (testdata/legacy): shard_version 1, read by the legacy rule.
 	fixtures = append(fixtures, legacyFixtures(t, data)...)
 	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data,

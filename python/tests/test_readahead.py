@@ -2,7 +2,9 @@
 each run of the samples it is given (posix_fadvise WILLNEED), a mixture advises each
 warehouse of its own samples, and the torch loader advises every planned batch
 read_ahead batches before it is read, with or without reader threads, while handing out
-the same batches as without the advice."""
+the same batches as without the advice. read_batch copies a run whose pages are cached
+from the shard's mapping and reads another with preadv: both give the same bytes,
+plain and compact."""
 import os
 import unittest
 from unittest import mock
@@ -13,7 +15,7 @@ import warehouse_etl
 from warehouse_etl import warehouse as whmod
 from warehouse_etl._mix import Mixture
 from warehouse_etl.torch import make_loader
-from tests._fixtures import fixture, raw
+from tests._fixtures import Reference, fixture, raw
 
 
 def record_advice(test):
@@ -90,6 +92,47 @@ class Advise(unittest.TestCase):
         n = len(mix.warehouses[0])
         mix.advise([1, n + 2, 0, n, 2 * n + 5, -1])
         self.assertEqual(got, [[[0, 1]], [[0, 2]]])
+
+
+class CopyPaths(unittest.TestCase):
+    def read_both(self, name):
+        """read_batch of a shuffled order with every run taken as cached (copied from
+        the mapping) and as not cached (preadv), and how often each was asked."""
+        wh = warehouse_etl.open(fixture(self, name)["dir"], verify_samples="always")
+        self.addCleanup(wh.close)
+        idx = np.random.default_rng(5).permutation(len(wh))
+        out, asked = {}, []
+        for cached in (True, False):
+            with mock.patch.object(whmod, "_resident", lambda base, off, c=cached: asked.append(c) or c):
+                out[cached] = {k: raw(v) for k, v in wh.read_batch(idx).items()}
+        self.assertIn(True, asked)
+        self.assertIn(False, asked)
+        self.assertEqual(out[True], out[False])
+        return wh, out[True]
+
+    def check_go(self, name):
+        """Both ways give the Go reader's images (its dump of the same warehouse)."""
+        fx = fixture(self, name)
+        wh, got = self.read_both(name)
+        l = wh.layout
+        ref = Reference(fx, wh.image_dtype, wh.box_dtype, wh.image_shape, l.max_boxes, l.extra_f32)
+        idx = np.random.default_rng(5).permutation(len(wh))
+        self.assertEqual(got["images"], raw(ref.images[idx]))
+        return wh
+
+    def test_plain(self):
+        self.check_go("u8")
+
+    def test_compact(self):
+        # Regions of both kinds take part: as wide as the image (read into place, the
+        # letterbox of the demo's frames) and narrower (restored around, a pillarbox).
+        widths = set()
+        for name in ("u8compact", "u8compactwide"):
+            wh = self.check_go(name)
+            for k in range(len(wh.manifest["shards"])):
+                t = wh._shard(k).sections["compact_table"]
+                widths |= {"full" if w == wh.layout.width else "part" for w in t["w"][t["h"] > 0].tolist()}
+        self.assertEqual(widths, {"full", "part"})
 
 
 class LoaderReadAhead(unittest.TestCase):

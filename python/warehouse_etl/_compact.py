@@ -19,6 +19,7 @@ from ._gofmt import quote
 from ._layout import COMPACT_HEADER_SIZE, HEADER_SIZE, align8
 from .errors import WarehouseError
 
+IOV_MAX = 1024  # buffers per preadv call (Linux IOV_MAX)
 VERSION_COMPACT = 5
 COMPACT_VERSIONS = (1, 1)      # supported compact_version range
 ENTRY = np.dtype({"names": ["offset", "x", "y", "w", "h"], "formats": ["<u8", "<u2", "<u2", "<u2", "<u2"],
@@ -119,20 +120,64 @@ def image(raw, sections, layout, j):
 
 def read_run(fd, path, sections, layout, first, rows, images):
     """Read samples first, first+1, ... of a compact shard into ``images[rows[k]]``
-    (images: [B, C, H, W] uint8): one pread of their regions (stored back to back),
-    then each restored into its row."""
+    (images: [B, C, H, W] uint8): one preadv of their regions (stored back to back),
+    then the pad around each. A region as wide as the image (a letterbox of a wider
+    frame: x 0, w W) is, per channel, one contiguous band of its row, so it is read
+    straight into place; another region is read into a buffer of its own and restored
+    from it."""
     table = sections["compact_table"]
+    pad = sections["pad"]
+    c, width = layout.channels, layout.width
     ents = table[first:first + len(rows)]
     start = int(ents[0]["offset"])
-    last = ents[-1]
-    end = int(last["offset"]) + layout.channels * int(last["w"]) * int(last["h"])
-    buf = os.pread(fd, end - start, start)
-    if len(buf) != end - start:
-        raise WarehouseError(f"{path}: short read: {len(buf)} of {end - start} bytes at offset {start}")
+    bufs, later = [], []  # later: (row, entry, buffer) restored after the read
     for k, r in enumerate(rows):
         e = ents[k]
-        o = int(e["offset"]) - start
-        restore(images[r], buf[o:o + layout.channels * int(e["w"]) * int(e["h"])], e, sections["pad"])
+        w, h = int(e["w"]), int(e["h"])
+        if not (w and h):
+            later.append((r, e, b""))
+        elif w == width:
+            y = int(e["y"])
+            bufs.extend(images[r, ch, y:y + h] for ch in range(c))
+            later.append((r, e, None))
+        else:
+            buf = bytearray(c * w * h)
+            bufs.append(buf)
+            later.append((r, e, buf))
+    offset = start
+    for i in range(0, len(bufs), IOV_MAX):
+        chunk = bufs[i:i + IOV_MAX]
+        want = sum(memoryview(x).nbytes for x in chunk)
+        got = os.preadv(fd, chunk, offset)
+        if got != want:
+            raise WarehouseError(f"{path}: short read: {got} of {want} bytes at offset {offset}")
+        offset += want
+    for r, e, buf in later:
+        if buf is None:  # read in place: the bands above and below
+            y, h = int(e["y"]), int(e["h"])
+            images[r, :, :y] = pad
+            images[r, :, y + h:] = pad
+        else:
+            restore(images[r], buf, e, pad)
+
+
+def copy_run(raw, sections, layout, first, rows, images):
+    """read_run from the shard's mapping ``raw`` (uint8 array): each region copied
+    into place (as one band per channel when it is as wide as the image), the pad
+    around it."""
+    table = sections["compact_table"]
+    pad = sections["pad"]
+    c, width = layout.channels, layout.width
+    for k, r in enumerate(rows):
+        e = table[first + k]
+        off, w, h = int(e["offset"]), int(e["w"]), int(e["h"])
+        if w == width and h:
+            y = int(e["y"])
+            images[r, :, y:y + h] = raw[off:off + c * w * h].reshape(c, h, w)
+            images[r, :, :y] = pad
+            images[r, :, y + h:] = pad
+        else:
+            restore(images[r], raw[off:off + c * w * h], e, pad)
 
 
 def crc_rows(sections, layout, local, arrays, rows):

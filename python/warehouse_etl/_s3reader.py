@@ -78,7 +78,7 @@ class S3Warehouse(Warehouse):
     # A cache file can be replaced or truncated under a reader: read_batch reads every
     # section with preadv (a short read is an error, then a fetch) and never gathers
     # from a mapping (a truncated mapping is a SIGBUS).
-    _map_small_sections = False
+    _map_sections = False
 
     def __init__(self, url, *, ignore_thresholds=False, thresholds=None, verify_checksums=False,
                  verify_samples=True, cache_dir=None, cache_limit=None, mode="whole", fetch_threads=8,
