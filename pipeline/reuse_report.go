@@ -82,13 +82,14 @@ func (b *builder) reuseReport(w *writeResult) ReuseReport {
 // estimateStale fills in se how many of the new build's planned samples
 // would be decoded: it scans the changed sources into a temporary
 // directory of the version (the scan and the identities, as the rebuild
-// would) and matches them against the published versions, then removes
-// it. Failures leave se as it was: the estimate is a courtesy.
+// would) and matches them against the published versions. It removes tmp
+// in every case, estimate or not. Failures leave se as it was: the estimate
+// is a courtesy.
 func (b *builder) estimateStale(ctx context.Context, tmp string, se *StaleError) {
+	defer os.RemoveAll(tmp)
 	if b.opts.Reuse.Off || b.opts.NoStaleEstimate {
 		return
 	}
-	defer os.RemoveAll(tmp)
 	scan, sp, err := b.prepare(ctx, tmp, newReport(b, b.now()))
 	if err != nil || scan == nil {
 		b.log.Debug("no reuse estimate", "err", err)

@@ -347,7 +347,7 @@ func TestReuseStaleAndMetrics(t *testing.T) {
 	if err := os.CopyFS(root, os.DirFS(demoRoot(t))); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath, _ := writeConfig(t, root, nil)
+	cfgPath, outRoot := writeConfig(t, root, nil)
 	dir, _ := mustBuild(t, cfgPath, nil, "--quiet")
 	if _, res := mustBuild(t, cfgPath, nil); !strings.Contains(res.stderr, "up to date") {
 		t.Fatalf("unchanged rerun:\n%s", res.stderr)
@@ -361,6 +361,22 @@ func TestReuseStaleAndMetrics(t *testing.T) {
 	// A partition says the same.
 	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet", "--partition", "0/2"); res.code != exitStale || !strings.Contains(res.stderr, m[0]) {
 		t.Fatalf("changed source, --partition 0/2: exit %d, want %d saying %q\n%s", res.code, exitStale, m[0], res.stderr)
+	}
+	// Without reuse there is no estimate, and no temporary left for one.
+	for _, args := range [][]string{{"--no-reuse"}, {"--no-reuse", "--partition", "1/2"}} {
+		res := runCLI(t, context.Background(), nil, append([]string{"build", "--config", cfgPath, "--quiet"}, args...)...)
+		if res.code != exitStale || strings.Contains(res.stderr, "samples changed") {
+			t.Fatalf("changed source, %v: exit %d, want %d without an estimate\n%s", args, res.code, exitStale, res.stderr)
+		}
+		entries, err := os.ReadDir(outRoot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.Contains(e.Name(), ".tmp-") {
+				t.Fatalf("changed source, %v: %s left in the output root", args, e.Name())
+			}
+		}
 	}
 	metrics := filepath.Join(t.TempDir(), "build.prom")
 	changed := map[string]string{"WAREHOUSE_CLEAR": "changed"}
