@@ -483,8 +483,7 @@ class S3Warehouse(Warehouse):
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if not idx.size or int(idx.min()) < 0 or int(idx.max()) >= len(self):
             return super().read_batch(idx, out, rows)
-        shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
-        local = idx - self.shard_starts[shard_of]
+        shard_of, local = self._locate_all(idx)
         ks = np.unique(shard_of).tolist()
         self._use(ks)
         try:
@@ -604,8 +603,7 @@ class S3Warehouse(Warehouse):
             t += 1
             if not idx.size or int(idx.min()) < 0 or int(idx.max()) >= len(self):
                 continue
-            shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
-            local = idx - self.shard_starts[shard_of]
+            shard_of, local = self._locate_all(idx)
             ks = np.unique(shard_of).tolist()
             try:
                 if self.mode == "range":

@@ -81,6 +81,14 @@ def open(path, *, ignore_thresholds=False, thresholds=None, verify_checksums=Fal
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None) if hasattr(os, "posix_fadvise") else None
 
 
+def _runs(ss, ll):
+    """The runs of samples sorted by shard ``ss`` then sample ``ll`` (int arrays): lists
+    of their start and end (exclusive) positions, a run being consecutive samples of one
+    shard."""
+    cuts = np.flatnonzero((np.diff(ss) != 0) | (np.diff(ll) != 1)) + 1
+    return [0] + cuts.tolist(), cuts.tolist() + [len(ss)]
+
+
 def _libc_mincore():
     """libc's mincore(2) through ctypes, or None where it cannot be had."""
     try:
@@ -341,33 +349,24 @@ class Warehouse:
         idx = idx[(idx >= 0) & (idx < self._n)]
         if not idx.size:
             return
-        shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
-        local = idx - self.shard_starts[shard_of]
-        run = np.flatnonzero(np.concatenate(([True], (np.diff(shard_of) != 0) | (np.diff(local) != 1))))
-        last = np.concatenate((run[1:], [idx.size])) - 1  # the last sample of each run
-        bounds = np.flatnonzero(np.concatenate(([True], np.diff(shard_of[run]) != 0))).tolist() + [run.size]
-        for g0, g1 in zip(bounds[:-1], bounds[1:]):  # the runs of one shard
+        shard_of, local = self._locate_all(idx)
+        ss_l, ll_l = shard_of.tolist(), local.tolist()
+        for r0, r1 in zip(*_runs(shard_of, local)):
             try:
-                sh = self._shard(int(shard_of[run[g0]]))
+                sh = self._shard(ss_l[r0])
             except (WarehouseError, OSError):
                 continue  # the read that follows raises it
-            starts, ends = self._image_spans(sh, local[run[g0:g1]], local[last[g0:g1]])
-            for start, end in zip(starts.tolist(), ends.tolist()):
-                _willneed(sh.fd, start, end - start)
+            start, end = self._image_spans(sh, ll_l[r0], ll_l[r1 - 1])
+            _willneed(sh.fd, start, end - start)
 
     def _image_spans(self, sh, first, last):
-        """The file bytes [start, end) holding the images of samples first[j]..last[j]
-        of shard sh (int64 arrays, or ints for ints)."""
+        """The file bytes [start, end) holding the images of samples first..last of
+        shard sh."""
         table, l = sh.sections["compact_table"], self.layout
-        if table is not None and isinstance(last, int):  # one run: Python ints
-            e = table[last]
-            return int(table[first]["offset"]), int(e["offset"]) + l.channels * int(e["w"]) * int(e["h"])
         if table is not None:  # compact regions, stored back to back (_compact)
             e = table[last]
-            return (table["offset"][first].astype(np.int64),
-                    e["offset"].astype(np.int64) + l.channels * e["w"].astype(np.int64) * e["h"].astype(np.int64))
-        base = sh.sections["image"]
-        return base + first * l.image_bytes, base + (last + 1) * l.image_bytes
+            return int(table[first]["offset"]), int(e["offset"]) + l.channels * int(e["w"]) * int(e["h"])
+        return sh.sections["image"] + first * l.image_bytes, sh.sections["image"] + (last + 1) * l.image_bytes
 
     def _to_check(self, sh, local):
         """Which of the samples ``local`` (int array) of shard ``sh`` are to be checked
@@ -403,6 +402,11 @@ class Warehouse:
         return r, WarehouseError(f"{sh.path}: warehouse sample {int(self.shard_starts[k]) + j}: shard: corrupt: "
                                  f"sample {j}: crc32c 0x{int(got[r]):08x}, the checksum table says "
                                  f"0x{int(want[r]):08x}")
+
+    def _locate_all(self, idx):
+        """``(shard, sample in shard)`` int64 arrays of in-range sample indices idx."""
+        shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
+        return shard_of, idx - self.shard_starts[shard_of]
 
     def _locate(self, i):
         if not 0 <= i < self._n:
@@ -528,15 +532,12 @@ class Warehouse:
         if b == 0:
             return out
         l = self.layout
-        shard_of = np.searchsorted(self.shard_starts, idx, side="right") - 1
-        local = idx - self.shard_starts[shard_of]
+        shard_of, local = self._locate_all(idx)
         rows = np.lexsort((local, shard_of))
         ss, ll = shard_of[rows], local[rows]
         if dest is not None:  # rows: where each sorted sample goes in out
             rows = dest[rows]
-        cuts = np.flatnonzero((np.diff(ss) != 0) | (np.diff(ll) != 1)) + 1
-        starts = np.concatenate(([0], cuts)).tolist()
-        ends = np.concatenate((cuts, [b])).tolist()
+        starts, ends = _runs(ss, ll)
         rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
         small = [(key, sec, size) for key, sec, size in (("boxes", "boxes", l.box_bytes), ("mask", "mask", l.mask_bytes),
                                                          ("records", "records", l.record_size),
