@@ -32,12 +32,18 @@ import (
 // version: ".<version>.config".
 const configSuffix = ".config"
 
-// A version's input cache (pipeline/reuse_inputs.go), ".<version>.inputs",
-// goes with its owner record.
-var configFileName = regexp.MustCompile(`^\.(v[0-9a-f]{16})\.(config|inputs)$`)
+// inputsSuffix names a version's input cache (pipeline/reuse_inputs.go):
+// ".<version>.inputs". It goes with the version's owner record.
+const inputsSuffix = ".inputs"
+
+var configFileName = regexp.MustCompile(`^\.(v[0-9a-f]{16})(` + regexp.QuoteMeta(configSuffix) + `|` + regexp.QuoteMeta(inputsSuffix) + `)$`)
 
 // ownerFile is the name of version name's owner record.
 func ownerFile(name string) string { return "." + name + configSuffix }
+
+// InputCacheFile is the name, in its output root, of version name's input
+// cache.
+func InputCacheFile(name string) string { return "." + name + inputsSuffix }
 
 // ForConfig names the config whose version the lock publishes: Publish and
 // RepairLatest then move the pointers by the rule above. Without it (an

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"warehouse-etl/internal/atomicfile"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/sources"
 )
 
@@ -84,7 +85,7 @@ func (b *builder) openInputCache() *inputCache {
 		return nil
 	}
 	c := &inputCache{
-		path:   filepath.Join(b.outRoot, "."+b.id.DirName()+inputCacheSuffix),
+		path:   filepath.Join(b.outRoot, outputroot.InputCacheFile(b.id.DirName())),
 		recipe: sha256.Sum256([]byte(IdentityFormat + "\x00" + pixelRecipe(b.cfg))),
 	}
 	old, err := c.load()
@@ -95,8 +96,6 @@ func (b *builder) openInputCache() *inputCache {
 	return c
 }
 
-// inputCacheSuffix ends the cache's name: .<version>.inputs.
-const inputCacheSuffix = ".inputs"
 
 // load reads and checks the cache file; nil records when it is of
 // another pixel recipe.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"warehouse-etl/internal/fsfault"
+	"warehouse-etl/outputroot"
 	"warehouse-etl/shard"
 	"warehouse-etl/sources"
 	"warehouse-etl/warehouse"
@@ -215,7 +216,7 @@ func TestInputCache(t *testing.T) {
 	}
 
 	check("first build", buildFiles(t, src, opts), [2]int64{40, 0})
-	cache := filepath.Join(cfg.OutputRoot, "."+warehouseDir(t, cfg.OutputRoot)+inputCacheSuffix)
+	cache := filepath.Join(cfg.OutputRoot, outputroot.InputCacheFile(warehouseDir(t, cfg.OutputRoot)))
 	if _, err := os.Stat(cache); err != nil {
 		t.Fatal(err)
 	}

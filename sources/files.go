@@ -42,10 +42,13 @@ func ReadCapped(name string, limit int64) (data []byte, tooBig bool, err error) 
 }
 
 // EachIndex calls fn(i) for every i in [0, n) in GOMAXPROCS goroutines
-// and returns when all calls did; it stops handing out indices once ctx
-// is done (the caller checks ctx.Err()). Results go into slices indexed
-// by i, so the caller keeps its order.
-func EachIndex(ctx context.Context, n int, fn func(i int)) {
+// and returns when all calls did: ctx.Err() when ctx is done (it stops
+// handing out indices then), else the error of the lowest i whose call
+// failed, so that which error is reported does not depend on the
+// scheduling. Results go into slices indexed by i, so the caller keeps its
+// order.
+func EachIndex(ctx context.Context, n int, fn func(i int) error) error {
+	errs := make([]error, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), n) {
@@ -55,11 +58,20 @@ func EachIndex(ctx context.Context, n int, fn func(i int)) {
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				fn(i)
+				errs[i] = fn(i)
 			}
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ImageFiler is a Source whose images are whole encoded files (capture

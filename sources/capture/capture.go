@@ -155,12 +155,13 @@ func (s *Source) Scan(ctx context.Context, fn func(*sources.Sample) error) error
 		// The image headers of the run, read in GOMAXPROCS goroutines
 		// (a stat, an open and a read each); used in label order below.
 		probes := make([]probe, len(labels))
-		sources.EachIndex(ctx, len(labels), func(j int) {
+		_ = sources.EachIndex(ctx, len(labels), func(j int) error {
 			if rel, ok := labels[j].probePath(run); ok {
 				pr := &probes[j]
 				pr.w, pr.h, pr.reason, pr.detail, pr.err = s.probeImage(rel)
 				pr.done = true
 			}
+			return nil // a probe's error is the sample's (sample), in label order
 		})
 		seen := map[uint64]bool{}
 		for j, l := range labels {
@@ -238,27 +239,21 @@ func (s *Source) readRun(ctx context.Context, run string) ([]labelFile, error) {
 	}
 	// Read and parse the labels in GOMAXPROCS goroutines; the first error
 	// in name order is the one reported.
-	errs := make([]error, len(regular))
-	sources.EachIndex(ctx, len(regular), func(j int) {
+	err = sources.EachIndex(ctx, len(regular), func(j int) error {
 		lf := &out[regular[j]]
 		data, tooBig, err := sources.ReadCapped(filepath.Join(dir, lf.name), s.opts.MaxLabelBytes)
 		if err != nil {
-			errs[j] = fmt.Errorf("capture: label %s/labels/%s: %w", run, lf.name, err)
-			return
+			return fmt.Errorf("capture: label %s/labels/%s: %w", run, lf.name, err)
 		}
 		lf.label = label{rank: rankUnparseable, badSchema: true, imagePresent: true,
 			schemaDetail: fmt.Sprintf("the label file is larger than %d bytes", s.opts.MaxLabelBytes)}
 		if !tooBig {
 			lf.label = parseLabel(data, s.opts.LabelKeys)
 		}
+		return nil
 	})
-	if err := ctx.Err(); err != nil {
+	if err != nil {
 		return nil, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
 	}
 	slices.SortFunc(out, func(a, b labelFile) int {
 		if a.rank != b.rank {

@@ -120,18 +120,19 @@ func (s *Source) fingerprintRun(ctx context.Context, run string, fn func(warehou
 // that could not be read.
 func (s *Source) namedImages(ctx context.Context, run string, labels []string) ([]string, error) {
 	imgs := make([]string, len(labels))
-	errs := make([]error, len(labels))
-	sources.EachIndex(ctx, len(labels), func(i int) {
-		imgs[i], errs[i] = s.namedImage(filepath.Join(s.root, run, "labels", labels[i]))
+	err := sources.EachIndex(ctx, len(labels), func(i int) error {
+		img, err := s.namedImage(filepath.Join(s.root, run, "labels", labels[i]))
+		if err != nil {
+			return fmt.Errorf("capture: fingerprint %s/labels/%s: %w", run, labels[i], err)
+		}
+		imgs[i] = img
+		return nil
 	})
-	if err := ctx.Err(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	named := imgs[:0]
-	for i, img := range imgs {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("capture: fingerprint %s/labels/%s: %w", run, labels[i], errs[i])
-		}
+	for _, img := range imgs {
 		if img != "" {
 			named = append(named, img)
 		}
