@@ -58,6 +58,19 @@ class CRC32C(unittest.TestCase):
                 got = _crc32c.crc32c_rows([images, boxes, mask, records, extras], rows, backend=backend)
                 self.assertEqual(got.tolist(), want)
 
+    def test_parts(self):
+        """crc32c_parts continues the CRC over each part: the CRC of their bytes joined,
+        empty parts and parts of other dtypes included."""
+        rng = np.random.default_rng(8)
+        parts = [rng.integers(0, 256, size=16, dtype=np.uint8), np.zeros(0, dtype=np.uint8),
+                 rng.integers(0, 256, size=(5, 700), dtype=np.uint8)[2], rng.random(9).astype(np.float16),
+                 rng.integers(0, 256, size=4099, dtype=np.uint8)]
+        want = crc32c_bitwise(b"".join(p.tobytes() for p in parts))
+        for backend in backends():
+            with self.subTest(backend=backend):
+                self.assertEqual(_crc32c.crc32c_parts(parts, backend=backend), want)
+                self.assertEqual(_crc32c.crc32c_parts([], backend=backend), 0)
+
     def test_golden_tables(self):
         """The golden shards' checksum tables (shard/testdata/golden, spelled out in
         shard/golden_test.go) hold the CRC-32C of each sample's bytes."""

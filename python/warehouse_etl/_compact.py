@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ._crc32c import crc32c
+from ._crc32c import crc32c_parts
 from ._gofmt import quote
 from ._layout import COMPACT_HEADER_SIZE, HEADER_SIZE, align8
 from .errors import WarehouseError
@@ -184,17 +184,21 @@ def crc_rows(sections, layout, local, arrays, rows):
     """The CRC-32C of each of samples ``local`` of a compact shard as its checksum table
     defines it, computed over the restored rows ``rows`` of ``arrays`` (images, boxes,
     mask, records, extras): the entry, the region's bytes taken from the restored image,
-    then the other arrays' rows."""
+    then the other arrays' rows. Nothing is joined: a region as wide as the image is
+    one contiguous band per channel, another is copied out once."""
     table = sections["compact_table"]
+    entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
+    mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays[1:]]
     out = np.empty(len(rows), dtype=np.uint32)
     shape = (layout.channels, layout.height, layout.width)
     for k, (j, r) in enumerate(zip(np.asarray(local).tolist(), np.asarray(rows).tolist())):
         e = table[j]
         x, y, w, h = int(e["x"]), int(e["y"]), int(e["w"]), int(e["h"])
-        img = np.asarray(arrays[0][r]).view(np.uint8).reshape(shape)
-        parts = [e.tobytes(), np.ascontiguousarray(img[:, y:y + h, x:x + w]).tobytes()]
-        parts += [np.ascontiguousarray(a[r]).tobytes() for a in arrays[1:]]
-        out[k] = crc32c(b"".join(parts))
+        region = np.asarray(arrays[0][r]).view(np.uint8).reshape(shape)[:, y:y + h, x:x + w]
+        parts = [entries[j]]
+        parts += list(region) if w == layout.width else [np.ascontiguousarray(region)]
+        parts += [m[r] for m in mats]
+        out[k] = crc32c_parts(parts)
     return out
 
 

@@ -302,3 +302,25 @@ def crc32c_rows(arrays, rows, backend=None):
     if default:
         _warn_slow()
     return _rows_numpy([m[rows] for m in mats])
+
+
+def crc32c_parts(parts, backend=None):
+    """CRC-32C of the concatenation of ``parts`` (C-contiguous arrays, read as raw
+    bytes), continued part by part: nothing is copied to join them."""
+    mats = [np.frombuffer(memoryview(p).cast("B"), dtype=np.uint8) for p in parts]
+    default, backend = backend is None, backend or BACKEND
+    if backend == "isal" and _ISAL is not None:
+        c = 0
+        for m in mats:
+            if m.size:
+                c = _ISAL(m.ctypes.data, m.size, c)
+        return c
+    if backend == "crc32c" and _EXT is not None:
+        c = 0
+        for m in mats:
+            if m.size:
+                c = int(_EXT(m, c))
+        return c
+    if default:
+        _warn_slow()
+    return int(_rows_numpy([m.reshape(1, -1) for m in mats])[0]) if mats else 0
