@@ -2,7 +2,8 @@
 each run of the samples it is given (posix_fadvise WILLNEED), a mixture advises each
 warehouse of its own samples, and the torch loader advises every planned batch
 read_ahead batches before it is read, with or without reader threads, while handing out
-the same batches as without the advice. read_batch copies a run whose pages are cached
+the same batches as without the advice (and does not advise an epoch after one that found
+every run cached). read_batch copies a run whose pages are cached
 from the shard's mapping and reads another with preadv: both give the same bytes,
 plain and compact."""
 import os
@@ -156,20 +157,33 @@ class LoaderReadAhead(unittest.TestCase):
             return read(idx, repeats, shared)
 
         ds._read = recording
-        for epoch in range(2):
-            got = [b["index"].tolist() for b in loader]
-            self.assertEqual(got, want, f"epoch {epoch}")
+
+        def epoch(cached):
+            """One epoch with every image run taken as cached or not; its events."""
+            events.clear()
+            with mock.patch.object(whmod, "_resident", lambda base, off: cached):
+                got = [b["index"].tolist() for b in loader]
+            self.assertEqual(got, want)
+            return list(events)
+
         plan = [sorted(w) for w in want]
-        per_epoch = len(events) // 2
-        for e in range(2):
-            ev = events[e * per_epoch:(e + 1) * per_epoch]
+
+        def advised_before_read(ev, what):
             advised = [b for kind, b in ev if kind == "advise"]
             # Every batch but the first is advised once, in plan order.
-            self.assertEqual(advised, plan[1:], f"epoch {e}")
+            self.assertEqual(advised, plan[1:], what)
             for t, batch in enumerate(plan[1:], 1):
                 a = ev.index(("advise", batch))
                 r = ev.index(("read", batch))
-                self.assertLess(a, r, f"epoch {e}: batch {t} read before it was advised")
+                self.assertLess(a, r, f"{what}: batch {t} read before it was advised")
+
+        # The first epoch is advised, and every epoch after one that read cold runs.
+        advised_before_read(epoch(cached=False), "first epoch, cold")
+        advised_before_read(epoch(cached=True), "an epoch after a cold one")
+        # An epoch after one that found every run cached is not advised; the one after
+        # it is again when that one read cold runs.
+        self.assertEqual([e for e in epoch(cached=False) if e[0] == "advise"], [], "an epoch after a warm one")
+        advised_before_read(epoch(cached=True), "an epoch after a cold one, again")
 
     def test_without_reader_threads(self):
         self.check(0)

@@ -172,6 +172,11 @@ class Mixture:
             out["warehouse"][:] = m
         return out
 
+    @property
+    def cold_runs(self):
+        """``Warehouse.cold_runs`` of all its warehouses."""
+        return sum(wh.cold_runs for wh in self.warehouses)
+
     def advise(self, indices):
         """``Warehouse.advise`` for mixture indices: each warehouse is advised of its own
         samples."""

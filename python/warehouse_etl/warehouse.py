@@ -186,6 +186,9 @@ class Warehouse:
         self.verify_checksums = verify_checksums
         self.verify_samples = verify_samples
         self.samples_verified = 0  # CRC-32C checks that passed in this process (reader threads may lose a few)
+        # Image runs read_batch read with preadv, their pages not cached (or no mapping
+        # to copy them from): the torch loader's cue to advise read-ahead (_ReadAhead).
+        self.cold_runs = 0
         self._n = int(manifest["samples"])
         self._shards = [_Shard(e, go_join(directory, e["relative_path"])) for e in manifest["shards"]]
         self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
@@ -502,9 +505,10 @@ class Warehouse:
         (``mincore`` asks; a memcpy, about twice as fast as the kernel's copy), else one
         ``os.preadv`` scattering into the destination rows, with no intermediate copy
         either way. Only cached runs are mapped in, so the page tables grow with the page
-        cache, not with the dataset. The small sections (boxes, mask, records, extras: a few hundred
-        bytes a sample) are gathered per shard from the shard's read-only mapping in one
-        vectorised step each, so a shuffled batch costs one system call per sample.
+        cache, not with the dataset. The small sections (boxes, mask, records, extras: a
+        few hundred bytes a sample) are gathered per shard from the shard's read-only
+        mapping in one vectorised step each, so a shuffled batch costs at most one system
+        call per sample.
         ``class_index`` and ``box_count`` come from the records in one vectorised step
         (padding slots -1, as the Go reader's batches). The rows are checked against their
         CRC-32C as :func:`open`'s ``verify_samples`` says (on a sample's first read by
@@ -582,6 +586,7 @@ class Warehouse:
                     _compact.copy_run(raw, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                 elif compact:
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
+                    self.cold_runs += 1
                 elif raw is not None:
                     o = sh.sections["image"] + ll_l[p0] * img
                     src = raw[o:o + (p1 - p0) * img].reshape(p1 - p0, img)
@@ -592,6 +597,7 @@ class Warehouse:
                         flat[rows_l[p0:p1]] = src
                 elif img:
                     self._read_rows(sh, "image", ll_l[p0], rows_l[p0:p1], mv, img)
+                    self.cold_runs += 1
                 if small and not self._map_sections:
                     for key, sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[key]).cast("B"), size)
@@ -610,10 +616,10 @@ class Warehouse:
                                                    rec["class_index"], -1))
         return out
 
-    # read_batch gathers the small sections (boxes, mask, records, extras) from the
-    # shard's mapping; a reader whose files can be replaced or truncated under it (the
-    # S3 cache) reads them with preadv like the images, where a short file is an
-    # error, not a SIGBUS.
+    # read_batch gathers the small sections (boxes, mask, records, extras) and copies
+    # cached image runs from the shard's mapping; a reader whose files can be replaced or
+    # truncated under it (the S3 cache) reads them all with preadv, where a short file is
+    # an error, not a SIGBUS.
     _map_sections = True
 
     def _read_rows(self, sh, sec, first, dest_rows, mv, size):
