@@ -96,7 +96,6 @@ func (b *builder) openInputCache() *inputCache {
 	return c
 }
 
-
 // load reads and checks the cache file; nil records when it is of
 // another pixel recipe.
 func (c *inputCache) load() ([]byte, error) {

@@ -362,8 +362,9 @@ class WarehouseDataset(Dataset):
     kernel as the plan is followed (``Warehouse.advise``: ``posix_fadvise(WILLNEED)`` of
     their images), with or without reader threads: where the shards are not in the page
     cache (a dataset larger than memory, the first epoch after a reboot) the disk reads
-    them while the batches before are copied. On a warm page cache it costs a system call
-    per run of a batch.
+    them while the batches before are copied. An epoch after one that found every image
+    in the page cache is not advised: there the advice would cost a system call per run
+    and read nothing.
 
     In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
