@@ -590,9 +590,11 @@ class Warehouse:
                 elif raw is not None:
                     o = sh.sections["image"] + ll_l[p0] * img
                     src = raw[o:o + (p1 - p0) * img].reshape(p1 - p0, img)
-                    q0 = rows_l[p0]
-                    if rows_l[p1 - 1] == q0 + p1 - p0 - 1:  # rows in order: one copy
-                        flat[q0:q0 + p1 - p0] = src
+                    q0, n = rows_l[p0], p1 - p0
+                    # Rows in order (every row, not only the ends: a shuffled batch can put a
+                    # run's middle sample anywhere): one copy.
+                    if n == 1 or rows_l[p0:p1] == list(range(q0, q0 + n)):
+                        flat[q0:q0 + n] = src
                     else:
                         flat[rows_l[p0:p1]] = src
                 elif img:
