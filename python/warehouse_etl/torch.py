@@ -157,14 +157,29 @@ class WarehouseBatchSampler(Sampler):
             yield PlannedBatch(indices[t], int(repeats[t]))
 
 
-def _empty(shape, dtype, shared):
+def _empty(shape, dtype, shared, pinned=False):
     """An uninitialised tensor in shared memory (no copy when a DataLoader worker sends
-    it to the main process) when ``shared``, else in ordinary memory."""
+    it to the main process) when ``shared``; else page-locked when ``pinned`` (from
+    torch's caching host allocator, which reuses a block only after the non-blocking
+    copies recorded on it are done), else in ordinary memory."""
     if not shared:
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(shape, dtype=dtype, pin_memory=pinned)
     nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
     storage = torch.UntypedStorage._new_shared(max(nbytes, 1))
     return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
+
+
+def _pinnable(pin_memory):
+    """Whether batches can be read into page-locked memory: asked for, and CUDA is
+    there (as the DataLoader's own ``pin_memory``, a warning and ordinary memory
+    without it)."""
+    if not pin_memory:
+        return False
+    if not torch.cuda.is_available():
+        warnings.warn("pin_memory=True but CUDA is not available: batches are read into ordinary memory",
+                      stacklevel=3)
+        return False
+    return True
 
 
 class _BatchMemory:
@@ -385,7 +400,7 @@ class WarehouseDataset(Dataset):
     ``False`` never."""
 
     def __init__(self, warehouse, *, normalize=False, ignore_thresholds=False, verify_samples=True,
-                 reader_threads=0, prefetch_factor=2, windows=None, read_ahead=READ_AHEAD):
+                 reader_threads=0, prefetch_factor=2, windows=None, read_ahead=READ_AHEAD, pin_memory=False):
         # Checked before anything is opened: a refused dataset holds nothing.
         if reader_threads < 0 or prefetch_factor < 1 or read_ahead < 0:
             raise ValueError(f"reader_threads {reader_threads}, prefetch_factor {prefetch_factor}, read_ahead "
@@ -395,6 +410,7 @@ class WarehouseDataset(Dataset):
         self.normalize = bool(normalize) and self.wh.image_dtype == np.dtype("u1")
         self.reader_threads, self.prefetch_factor = int(reader_threads), int(prefetch_factor)
         self.read_ahead = int(read_ahead)
+        self.pin_memory = _pinnable(pin_memory)
         try:  # episode windows (_windows.py): a bad request or a version without them refuses here
             if windows and isinstance(self.wh, Mixture):
                 raise ValueError("windows= is not supported on a mixture: episode windows are read from one "
@@ -418,7 +434,8 @@ class WarehouseDataset(Dataset):
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,
-                "prefetch_factor": self.prefetch_factor, "windows": self.windows, "read_ahead": self.read_ahead}
+                "prefetch_factor": self.prefetch_factor, "windows": self.windows, "read_ahead": self.read_ahead,
+                "pin_memory": self.pin_memory}
 
     def __setstate__(self, state):
         self.wh, self.normalize = state["wh"], state["normalize"]
@@ -426,6 +443,7 @@ class WarehouseDataset(Dataset):
         self.prefetch_factor = state.get("prefetch_factor", 2)
         self.windows = state.get("windows")
         self.read_ahead = state.get("read_ahead", READ_AHEAD)
+        self.pin_memory = state.get("pin_memory", False)
         self._init_local()
 
     def __del__(self):
@@ -506,8 +524,8 @@ class WarehouseDataset(Dataset):
         wh, b = self.wh, idx.shape[0]
         scratch = self._scratch_for(b)
         specs, nbytes = self._specs(b)
-        if shared:
-            t = {name: _empty(shape, dtype, True) for name, shape, dtype in specs}
+        if shared or self.pin_memory:  # a worker process's shared memory, or page-locked for the GPU
+            t = {name: _empty(shape, dtype, shared, not shared) for name, shape, dtype in specs}
         else:
             t = _carve(self._memory.take(nbytes), specs)
         out = {k: v.numpy() for k, v in t.items()}
@@ -519,8 +537,9 @@ class WarehouseDataset(Dataset):
             wh.normalize_images(out["images"], out=t["images"].numpy())
         if self.windows is not None:
             w = self.windows.gather(idx)
-            t["windows"] = {n: torch.from_numpy(v) for n, (v, _) in w.items()}
-            t["window_mask"] = {n: torch.from_numpy(m) for n, (_, m) in w.items()}
+            pin = (lambda x: x.pin_memory()) if self.pin_memory and not shared else (lambda x: x)
+            t["windows"] = {n: pin(torch.from_numpy(v)) for n, (v, _) in w.items()}
+            t["window_mask"] = {n: pin(torch.from_numpy(m)) for n, (_, m) in w.items()}
         t["repeats"] = int(repeats)
         return t
 
@@ -640,10 +659,15 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
                                            **s3_options)
     elif isinstance(path, (list, tuple)):  # [(path, weight), ...]: opened here for epoch_samples
         path = opened = _open(path, ignore_thresholds, verify_samples, epoch_samples, s3_options)
+    # pin_memory: the dataset reads each batch straight into page-locked memory, where the
+    # DataLoader's pin_memory would copy every batch once more in its pinning thread; that
+    # one stays for a pin_memory_device= the dataset does not pin for.
+    loader_pins = bool(pin_memory) and "pin_memory_device" in dataloader_kwargs
     try:
         ds = WarehouseDataset(path, normalize=normalize, ignore_thresholds=ignore_thresholds,
                               verify_samples=verify_samples, reader_threads=reader_threads,
-                              prefetch_factor=prefetch_factor, windows=windows, read_ahead=read_ahead)
+                              prefetch_factor=prefetch_factor, windows=windows, read_ahead=read_ahead,
+                              pin_memory=pin_memory and not loader_pins)
     except BaseException:
         if opened is not None:
             opened.close()
@@ -652,7 +676,7 @@ def make_loader(path, batch_size, *, seed=0, epoch=0, rank=None, world=None, shu
     try:
         sampler = WarehouseBatchSampler(ds.wh, batch_size, seed=seed, epoch=epoch, rank=rank, world=world,
                                         shuffle=shuffle, remainder=remainder)
-        return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=pin_memory,
+        return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0, pin_memory=loader_pins,
                                **dataloader_kwargs)
     except BaseException:
         ds.close()  # the caller gets the error alone: no threads, no open warehouse left behind
