@@ -41,6 +41,33 @@ class CompactImages(unittest.TestCase):
             self.assertEqual(raw(always.read_batch(np.arange(n))["images"]), raw(plain.read_batch(np.arange(n))["images"]))
         self.assertEqual(always.samples_verified, 2 * n)
 
+    def test_crc_rows_every_backend(self):
+        """_compact.crc_rows gives the checksum table's CRCs (written by Go) on every
+        CRC backend: ISA-L's by address, the others part by part; regions as wide as
+        the image (u8compact's letterbox) and narrower (u8compactwide's pillarbox),
+        rows shuffled."""
+        from unittest import mock
+
+        from warehouse_etl import _compact, _crc32c
+        for name in ("u8compact", "u8compactwide"):
+            wh = warehouse_etl.open(fixture(self, name)["dir"], verify_samples=False)
+            self.addCleanup(wh.close)
+            perm = np.random.default_rng(8).permutation(len(wh))
+            b = wh.read_batch(perm)
+            arrays = [b["images"], b["boxes"], b["mask"], b["records"], b["extras"]]
+            rows_of = np.empty_like(perm)
+            rows_of[perm] = np.arange(len(perm))
+            first = 0
+            for k in range(len(wh.manifest["shards"])):
+                sh = wh._shard(k)
+                n = len(sh.crcs)
+                local = np.arange(n)[::-1].copy()
+                for backend in _crc32c.BACKENDS:
+                    with mock.patch.object(_crc32c, "BACKEND", backend):
+                        got = _compact.crc_rows(sh.sections, wh.layout, local, arrays, rows_of[first + local])
+                    self.assertEqual(got.tolist(), sh.crcs[local].tolist(), (name, k, backend))
+                first += n
+
     def test_flipped_region_byte(self):
         fx = fixture(self, "u8compact")
         tmp = tempfile.mkdtemp()
@@ -66,6 +93,19 @@ class CompactImages(unittest.TestCase):
             wh.read_batch([j])
         with self.assertRaisesRegex(warehouse_etl.WarehouseError, "crc32c"):
             wh[j]
+        # The same with the checks cut into jobs of one sample, run in the checker
+        # threads: the damaged sample is refused, every other one passes.
+        from unittest import mock
+
+        from warehouse_etl import warehouse as whmod
+        n = len(wh)
+        order = [n - 1, j, 0] + [i for i in range(1, n - 1) if i != j]
+        with mock.patch.object(whmod, "_CHECK_BYTES", 1):
+            wh = warehouse_etl.open(d)
+            self.addCleanup(wh.close)
+            with self.assertRaisesRegex(warehouse_etl.WarehouseError, f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):
+                wh.read_batch(order)
+            self.assertEqual(wh.samples_verified, n - 1)
 
 
 if __name__ == "__main__":

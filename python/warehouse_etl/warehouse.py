@@ -717,12 +717,6 @@ class _Checks:
         self.pending, self.pending_rows, self.jobs = [], 0, []
 
     def add(self, sh, k, local, rows):
-        if sh.sections["compact_table"] is not None:
-            # A compact shard's CRC covers its table entry and stored region, taken from
-            # the restored rows (_compact.crc_rows), checked here, in the reading thread.
-            self.jobs.append(([(sh, k, local, rows)],
-                              _compact.crc_rows(sh.sections, self.wh.layout, local, self.arrays, rows)))
-            return
         self.pending.append((sh, k, local, rows))
         self.pending_rows += rows.shape[0]
         if self.pending_rows >= self.rows:
@@ -730,10 +724,19 @@ class _Checks:
 
     def _submit(self, last):
         group, self.pending, self.pending_rows = self.pending, [], 0
-        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
         if not last and self.pool is None:
             self.pool = _crc32c.checker()
-        if last or self.pool is None:
+        run = last or self.pool is None
+        # A compact shard's CRC covers its table entry and stored region, taken from the
+        # restored rows (_compact.crc_rows); a plain shard's, the rows as they are. The
+        # shards of one warehouse are all compact or none (_compact.entry_problem).
+        compact = group[0][0].sections["compact_table"] is not None
+        if compact:
+            args = (self.wh.layout, self.arrays, group)
+            self.jobs.append((group, _compact_crcs(*args) if run else self.pool.submit(_compact_crcs, *args)))
+            return
+        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
+        if run:
             self.jobs.append((group, _crc32c.crc32c_rows(self.arrays, rows)))
         else:
             self.jobs.append((group, self.pool.submit(_crc32c.crc32c_rows, self.arrays, rows)))
@@ -753,6 +756,22 @@ class _Checks:
                 if bad is not None and (first_bad is None or rows[bad[0]] < first_bad[0]):
                     first_bad = (int(rows[bad[0]]), bad[1])
         return first_bad
+
+
+def _compact_crcs(layout, arrays, group):
+    """The CRCs of a group of compact pieces (shard, k, local, rows) in order, one
+    crc_rows call per stretch of pieces of the same shard."""
+    out, i = [], 0
+    while i < len(group):
+        j = i + 1
+        while j < len(group) and group[j][0] is group[i][0]:
+            j += 1
+        sh = group[i][0]
+        local = group[i][2] if j == i + 1 else np.concatenate([g[2] for g in group[i:j]])
+        rows = group[i][3] if j == i + 1 else np.concatenate([g[3] for g in group[i:j]])
+        out.append(_compact.crc_rows(sh.sections, layout, local, arrays, rows))
+        i = j
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _lock_for_reading(directory):
