@@ -27,6 +27,9 @@ channels_last, bf16 autocast, SGD) runs per batch, and the table shows samples/s
 the share of the epoch spent waiting for the loader, beside the same steps on one
 batch kept on the GPU (the GPU's own rate).
 
+--unchecked adds our pinned loader with verify_samples=False, whose first epoch reads
+without the checks: the table's `first` of both gives the cost of checking.
+
 --check reads the warehouse once pinned with non-blocking copies, dropping each batch
 right after its copy is queued, and compares every batch on the GPU with an unpinned
 read: a pinned buffer reused before its copy finished would show here.
@@ -104,14 +107,15 @@ def reference_loader(args, workers):
                       worker_init_fn=_worker_init, generator=g)
 
 
-def our_loader(args, threads, how):
+def our_loader(args, threads, how, verify=True):
     if how == "pin-thread":  # the DataLoader's pinning thread over ordinary batches
         ds = WarehouseDataset(args.tensor_warehouse, reader_threads=threads)
         sampler = WarehouseBatchSampler(ds.wh, args.batch, seed=0, rank=0, world=1, shuffle="global")
         return WarehouseLoader(ds, batch_size=None, sampler=sampler, num_workers=0,
                                pin_memory=args.device == "cuda")
     return make_loader(args.tensor_warehouse, args.batch, seed=0, rank=0, world=1, shuffle="global",
-                       reader_threads=threads, pin_memory=how == "pinned" and args.device == "cuda")
+                       reader_threads=threads, pin_memory=how == "pinned" and args.device == "cuda",
+                       verify_samples=verify)
 
 
 def close(loader):
@@ -238,6 +242,8 @@ def main():
     p.add_argument("--model-threads", type=int, nargs="*", default=[1, 2], help="our reader threads with --model")
     p.add_argument("--model-workers", type=int, nargs="*", default=[8, 16], help="reference workers with --model")
     p.add_argument("--check", action="store_true")
+    p.add_argument("--unchecked", action="store_true",
+                   help="also read pinned with verify_samples=False (a first epoch without the checks)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = p.parse_args()
     dev = torch.device(args.device)
@@ -251,6 +257,9 @@ def main():
     plain = Step(argparse.Namespace(**{**vars(args), "model": ""}), norm)
     configs = [(f"ours {how} t{t}", lambda t=t, how=how: our_loader(args, t, how), plain)
                for t in args.threads for how in args.modes]
+    if args.unchecked:
+        configs += [(f"ours pinned t{t} unchecked", lambda t=t: our_loader(args, t, "pinned", verify=False), plain)
+                    for t in args.threads]
     configs += [(f"jpeg w{w}", lambda w=w: reference_loader(args, w), plain) for w in args.workers]
     if args.model:
         train = Step(args, norm)
@@ -292,6 +301,9 @@ def main():
             print(f"{a} / {b}: {med[a] / med[b]:.2f}x")
     print()
     for t in args.threads:
+        if args.unchecked and f"ours pinned t{t}" in first and first[f"ours pinned t{t} unchecked"]:
+            a, b = statistics.median(first[f"ours pinned t{t}"]), statistics.median(first[f"ours pinned t{t} unchecked"])
+            print(f"first epoch, checked / unchecked, pinned t{t}: {a / b:.2f}x")
         ratio(f"ours pinned t{t}", f"ours pin-thread t{t}")
         ratio(f"ours pinned t{t}", f"ours pageable t{t}")
     for t in args.threads:

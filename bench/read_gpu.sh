@@ -5,6 +5,7 @@
 #
 #   bash bench/read_gpu.sh                                  # 4800 frames, 384, 3 rounds
 #   BIN=./warehouse-etl FRAMES_FROM=frames/ MODEL=resnet50 bash bench/read_gpu.sh
+#   COMPACT=1 BENCH_ARGS="--unchecked --workers" bash bench/read_gpu.sh   # compact_images, checks' cost
 #   BENCH_ARGS="--device cpu --threads 0 --workers 2 --rounds 1" bash bench/read_gpu.sh   # dry run
 #
 # Frames: FRAMES_FROM (a capture run: images/*.jpg and labels/*.json) repeated into
@@ -22,6 +23,7 @@ PY=${PY:-python3}
 BIN=${BIN:-}
 FRAMES_FROM=${FRAMES_FROM:-}
 MODEL=${MODEL:-}
+COMPACT=${COMPACT:-}        # 1: the warehouse stores compact_images (out/u8c)
 BENCH_ARGS=${BENCH_ARGS:-}
 export PYTHONPATH=$PWD/python
 
@@ -55,21 +57,25 @@ EOF
     "$PY" bench/gen_dataset.py --root "$data" --format jpeg --runs $(((SAMPLES + 99) / 100)) --frames 100
   fi
 fi
-cat >"$WORK/u8.jsonc" <<EOF
+name=u8${COMPACT:+c}
+compact=false
+[ -n "$COMPACT" ] && compact=true
+cat >"$WORK/$name.jsonc" <<EOF
 {
   "source": {"kind": "capture", "root": "$data"},
   "target_size": [$SIZE, $SIZE],
   "resize_mode": "letterbox",
   "dtype": "u8",
+  "compact_images": $compact,
   "max_boxes": 16,
   "shard_target_mb": 64,
-  "output_root": "$WORK/out/u8"
+  "output_root": "$WORK/out/$name"
 }
 EOF
 start=$EPOCHREALTIME
-"$BIN" build --config "$WORK/u8.jsonc" --workers "$(nproc)" >/dev/null
+"$BIN" build --config "$WORK/$name.jsonc" --workers "$(nproc)" >/dev/null
 awk -v a="$start" -v b="$EPOCHREALTIME" -v n="$SAMPLES" -v w="$(nproc)" \
   'BEGIN { printf "build: %d frames, %d workers, %.1f s\n", n, w, b - a }' >&2
 # shellcheck disable=SC2086
-"$PY" bench/read_gpu.py --tensor-warehouse "$WORK/out/u8" --jpeg-root "$data" --size "$SIZE" --check \
+"$PY" bench/read_gpu.py --tensor-warehouse "$WORK/out/$name" --jpeg-root "$data" --size "$SIZE" --check \
   ${MODEL:+--model "$MODEL"} $BENCH_ARGS

@@ -58,6 +58,21 @@ class CRC32C(unittest.TestCase):
                 got = _crc32c.crc32c_rows([images, boxes, mask, records, extras], rows, backend=backend)
                 self.assertEqual(got.tolist(), want)
 
+    def test_rows_with_large_parts(self):
+        """Rows whose image part is large enough to be checked with the GIL released
+        (RELEASE_BYTES) and whose other parts are checked holding it: the same CRCs on
+        every backend, the register carried across both kinds of call."""
+        rng = np.random.default_rng(9)
+        side = int((_crc32c.RELEASE_BYTES // 3) ** 0.5) + 2
+        images = rng.integers(0, 256, size=(3, 3, side, side), dtype=np.uint8)
+        self.assertGreaterEqual(images[0].nbytes, _crc32c.RELEASE_BYTES)
+        boxes = rng.random((3, 4, 4)).astype(np.float32)
+        rows = [2, 0]
+        want = [crc32c_bitwise(images[r].tobytes() + boxes[r].tobytes()) for r in rows]
+        for backend in backends():
+            with self.subTest(backend=backend):
+                self.assertEqual(_crc32c.crc32c_rows([images, boxes], rows, backend=backend).tolist(), want)
+
     def test_parts(self):
         """crc32c_parts continues the CRC over each part: the CRC of their bytes joined,
         empty parts and parts of other dtypes included."""

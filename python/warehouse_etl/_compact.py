@@ -189,8 +189,9 @@ def crc_rows(sections, layout, local, arrays, rows):
     one contiguous band per channel, another is copied out once.
 
     With ISA-L (``_crc32c.BACKEND == "isal"``) the parts are passed by address, the
-    regions' corners read from the table in one step: the per-row Python of building
-    views cost about as much as the CRCs themselves."""
+    regions' corners read from the table in one step (the per-row Python of building
+    views cost about as much as the CRCs themselves), and only large parts release the
+    GIL."""
     table = sections["compact_table"]
     entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
     mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays[1:]]
@@ -198,8 +199,13 @@ def crc_rows(sections, layout, local, arrays, rows):
     out = np.empty(len(rows), dtype=np.uint32)
     shape = (layout.channels, layout.height, layout.width)
     images = arrays[0]
-    update = _crc32c._ISAL if _crc32c.BACKEND == "isal" else None
-    if update is not None and images.flags.c_contiguous and images.itemsize == 1 and entries.flags.c_contiguous:
+    raw = _crc32c._ISAL_RAW if _crc32c.BACKEND == "isal" else None
+    if (raw is not None and images.flags.c_contiguous and images.itemsize == 1 and entries.flags.c_contiguous
+            and images[:1].nbytes < _crc32c._ISAL_CHUNK):
+        # crc32_iscsi on the raw register, the GIL released only for large parts
+        # (_crc32c.RELEASE_BYTES).
+        free, held = raw
+        big = lambda n: free if n >= _crc32c.RELEASE_BYTES else held  # noqa: E731
         sel = table[local]
         xs, ys, ws, hs = (sel[f].astype(np.int64).tolist() for f in ("x", "y", "w", "h"))
         esize, plane, width = ENTRY.itemsize, layout.height * layout.width, layout.width
@@ -208,17 +214,17 @@ def crc_rows(sections, layout, local, arrays, rows):
         small = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
         for k, (j, r) in enumerate(zip(local.tolist(), rows.tolist())):
             x, y, w, h = xs[k], ys[k], ws[k], hs[k]
-            c = update(ebase + j * esize, esize, 0)
+            reg = held(ebase + j * esize, esize, 0xFFFFFFFF)
             if w == width and h:
-                first = ibase + r * ibytes + y * width
+                first, fn = ibase + r * ibytes + y * width, big(h * width)
                 for ch in range(layout.channels):
-                    c = update(first + ch * plane, h * width, c)
+                    reg = fn(first + ch * plane, h * width, reg)
             elif w and h:
                 region = np.ascontiguousarray(images[r].reshape(shape)[:, y:y + h, x:x + w])
-                c = update(region.ctypes.data, region.size, c)
+                reg = big(region.size)(region.ctypes.data, region.size, reg)
             for base, n in small:
-                c = update(base + r * n, n, c)
-            out[k] = c
+                reg = held(base + r * n, n, reg)
+            out[k] = reg ^ 0xFFFFFFFF
         return out
     for k, (j, r) in enumerate(zip(local.tolist(), rows.tolist())):
         e = table[j]

@@ -148,6 +148,10 @@ def _rows_numpy(parts):
 
 
 _ISAL_CHUNK = 1 << 30  # crc32_iscsi takes an int length
+#: Parts of at least this many bytes are checked with the GIL released (CDLL), smaller
+#: ones holding it (PyDLL): a few microseconds of CRC at most.
+RELEASE_BYTES = 64 << 10
+_ISAL_RAW = None  # (crc32_iscsi releasing the GIL, holding it): raw register, no chunking
 
 
 def _isal():
@@ -169,6 +173,15 @@ def _isal():
         return None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
     fn.restype = ctypes.c_uint32
+    # The same function called without releasing the GIL (PyDLL), for small parts: a
+    # call through CDLL releases the GIL and must take it back, and where reader
+    # threads keep the GIL busy taking it back can wait far longer than the CRC of a
+    # few hundred bytes takes.
+    global _ISAL_RAW
+    held = getattr(ctypes.PyDLL(lib._name), "crc32_iscsi", None)
+    if held is not None:
+        held.argtypes, held.restype = fn.argtypes, fn.restype
+        _ISAL_RAW = (fn, held)
 
     def update(address, length, crc):
         crc ^= 0xFFFFFFFF
@@ -282,6 +295,16 @@ def crc32c_rows(arrays, rows, backend=None):
     if backend == "isal" and _ISAL is not None:
         out = np.empty(rows.shape[0], dtype=np.uint32)
         parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+        if _ISAL_RAW is not None and all(n < _ISAL_CHUNK for _, n in parts):
+            # The register carried from part to part (crc32_iscsi neither inverts nor
+            # finishes it), the GIL released only for large parts.
+            calls = [(_ISAL_RAW[0] if n >= RELEASE_BYTES else _ISAL_RAW[1], base, n) for base, n in parts]
+            for k, r in enumerate(rows.tolist()):
+                reg = 0xFFFFFFFF
+                for fn, base, n in calls:
+                    reg = fn(base + r * n, n, reg)
+                out[k] = reg ^ 0xFFFFFFFF
+            return out
         for k, r in enumerate(rows.tolist()):
             c = 0
             for base, n in parts:
