@@ -1,5 +1,7 @@
 package jpegdec
 
+import "encoding/binary"
+
 // lookBits is the width of the Huffman lookahead: codes up to this long (in
 // practice nearly every code of the standard tables) decode with one table
 // read; longer ones walk the canonical code ranges.
@@ -157,9 +159,7 @@ type bitReader struct {
 func (b *bitReader) fill() {
 	if !b.marker && b.pos+8 <= len(b.data) {
 		// Eight bytes at once when none of them is 0xFF.
-		w := uint64(b.data[b.pos])<<56 | uint64(b.data[b.pos+1])<<48 | uint64(b.data[b.pos+2])<<40 |
-			uint64(b.data[b.pos+3])<<32 | uint64(b.data[b.pos+4])<<24 | uint64(b.data[b.pos+5])<<16 |
-			uint64(b.data[b.pos+6])<<8 | uint64(b.data[b.pos+7])
+		w := binary.BigEndian.Uint64(b.data[b.pos:]) // one load
 		x := ^w
 		if (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
 			k := (64 - b.n) >> 3 // whole bytes that fit
