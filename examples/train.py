@@ -8,14 +8,17 @@ The warehouse is opened with every check of docs/format/reading.md (thresholds i
 batches come from warehouse_etl.torch.make_loader in the Go reader's order, images are
 normalised on the device (a no-op for f16/f32 warehouses, which the build normalised), and
 a small conv backbone predicts max_boxes boxes and their objectness: loss = masked L1 on
-the boxes + BCE on the mask. Logs step, loss and samples/s. CPU is fine.
+the boxes + BCE on the mask. Logs step, loss and samples/s. CPU is fine; with CUDA
+(--device, default cuda where torch sees a GPU, cuda:LOCAL_RANK under torchrun) the loader
+reads each batch straight into page-locked memory (make_loader(pin_memory=True)) and the
+batch goes to the GPU with non-blocking copies, normalised there.
 
 Preemptible and elastic: --checkpoint FILE saves the model, the optimizer and the loader's
 state (docs/format/reading.md, "Resuming") every --checkpoint-every steps, atomically;
 --resume FILE continues from one, with the same or another number of processes, exactly
 where the epoch stopped. Data parallel when started with WORLD_SIZE > 1 in the environment
 (torchrun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; --dist-init file:///PATH instead of
-the address): torch.distributed with the gloo backend (CPU) and DistributedDataParallel.
+the address): torch.distributed with the gloo backend (nccl on GPUs) and DistributedDataParallel.
 
     torchrun --nproc_per_node 2 examples/train.py --tensor-warehouse out/demo --checkpoint ck.pt
     # killed; later, on one process:
@@ -91,6 +94,8 @@ def main(argv=None):
     ap.add_argument("--reader-threads", "--num-workers", dest="reader_threads", type=int, default=0,
                     help="reader threads that read batches ahead of the step (default 0; --num-workers: old name)")
     ap.add_argument("--seed", type=int, default=0, help="model init and batch order")
+    ap.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where torch sees a GPU, "
+                    "cuda:LOCAL_RANK under torchrun, else cpu)")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--ignore-thresholds", action="store_true")
     ap.add_argument("--config", metavar="NAME",
@@ -132,15 +137,22 @@ def main(argv=None):
     if not s3 and not os.path.exists(path):
         print(f"train.py: no tensor warehouse at {path}; {hint}", file=sys.stderr)
         return 2
-    rank, world = init_distributed(args.dist_init)
+    device = torch.device(args.device or (f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available()
+                                          else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(f"train.py: --device {args.device}: this torch sees no CUDA device", file=sys.stderr)
+        return 2
+    rank, world = init_distributed(args.dist_init, "nccl" if device.type == "cuda" else "gloo")
+    pin = device.type == "cuda"  # batches read into page-locked memory, copied to the GPU without waiting
     try:
         if mix:
             loader = make_loader(mix, args.batch_size, seed=args.seed, reader_threads=args.reader_threads,
-                                 ignore_thresholds=args.ignore_thresholds)
+                                 ignore_thresholds=args.ignore_thresholds, pin_memory=pin)
             wh = loader.warehouse.warehouses[0]
         else:
             wh = warehouse_etl.open(path, ignore_thresholds=args.ignore_thresholds)
-            loader = make_loader(wh, args.batch_size, seed=args.seed, reader_threads=args.reader_threads)
+            loader = make_loader(wh, args.batch_size, seed=args.seed, reader_threads=args.reader_threads,
+                                 pin_memory=pin)
     except warehouse_etl.ThresholdError as e:
         print(f"train.py: {e}\n(--ignore-thresholds overrides)", file=sys.stderr)
         return 3
@@ -154,13 +166,13 @@ def main(argv=None):
         return 2
 
     torch.manual_seed(args.seed)
-    model = Detector(wh.layout.channels, wh.layout.max_boxes)
-    norm = Normalize(wh)
+    model = Detector(wh.layout.channels, wh.layout.max_boxes).to(device)
+    norm = Normalize(wh).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     step = epoch = 0
     if args.resume:
         try:
-            ck = torch.load(args.resume)
+            ck = torch.load(args.resume, map_location=device)
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             loader.load_state_dict(ck["loader"])  # refuses another warehouse version
@@ -172,10 +184,10 @@ def main(argv=None):
         print(f"train.py: resumed at step {step}, epoch {epoch}, position {st['position']} (saved with "
               f"{st['world']} process(es), now {world})", flush=True)
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if pin else None)
     log = open(f"{args.log_indices}.rank{rank}", "a") if args.log_indices else None
     print(f"train.py: {loader.warehouse}, {len(loader)} batches of {args.batch_size} per epoch"
-          + (f" on rank {rank} of {world}" if world > 1 else ""), flush=True)
+          + (f" on rank {rank} of {world}" if world > 1 else "") + f", on {device}", flush=True)
     samples, t0 = 0, time.perf_counter()
     while step < args.steps and epoch < args.epochs:
         loader.set_epoch(epoch)
@@ -187,9 +199,11 @@ def main(argv=None):
                 n = len(ids) - batch["repeats"]
                 log.write(f"{step + 1} {epoch} {' '.join(map(str, ids[:n]))}\n")
                 log.flush()
-            images = norm(batch["images"]).float()
+            images = norm(batch["images"].to(device, non_blocking=pin)).float()
+            boxes = batch["boxes"].to(device, non_blocking=pin).float()
+            mask = batch["mask"].to(device, non_blocking=pin).float()
             pred_boxes, logits = model(images)
-            loss, box, obj = loss_fn(pred_boxes, logits, batch["boxes"].float(), batch["mask"].float())
+            loss, box, obj = loss_fn(pred_boxes, logits, boxes, mask)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -214,13 +228,14 @@ def main(argv=None):
     return 0
 
 
-def init_distributed(init_method):
-    """(rank, world): torch.distributed with gloo when WORLD_SIZE > 1, else (0, 1)."""
+def init_distributed(init_method, backend):
+    """(rank, world): torch.distributed (gloo on the CPU, nccl on GPUs) when WORLD_SIZE > 1,
+    else (0, 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1
     rank = int(os.environ["RANK"])
-    torch.distributed.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
+    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
     return rank, world
 
 
