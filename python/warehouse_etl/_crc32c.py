@@ -173,15 +173,6 @@ def _isal():
         return None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
     fn.restype = ctypes.c_uint32
-    # The same function called without releasing the GIL (PyDLL), for small parts: a
-    # call through CDLL releases the GIL and must take it back, and where reader
-    # threads keep the GIL busy taking it back can wait far longer than the CRC of a
-    # few hundred bytes takes.
-    global _ISAL_RAW
-    held = getattr(ctypes.PyDLL(lib._name), "crc32_iscsi", None)
-    if held is not None:
-        held.argtypes, held.restype = fn.argtypes, fn.restype
-        _ISAL_RAW = (fn, held)
 
     def update(address, length, crc):
         crc ^= 0xFFFFFFFF
@@ -195,6 +186,19 @@ def _isal():
     p = check.ctypes.data
     if update(p, 9, 0) != CHECK or update(p + 4, 5, update(p, 4, 0)) != CHECK:
         return None
+    # The same function called without releasing the GIL (PyDLL), for small parts: a
+    # call through CDLL releases the GIL and must take it back, and where reader
+    # threads keep the GIL busy taking it back can wait far longer than the CRC of a
+    # few hundred bytes takes.
+    global _ISAL_RAW
+    try:
+        held = getattr(ctypes.PyDLL(lib._name), "crc32_iscsi", None)
+    except OSError:
+        held = None
+    if held is not None:
+        held.argtypes, held.restype = fn.argtypes, fn.restype
+        if held(p, 9, 0xFFFFFFFF) ^ 0xFFFFFFFF == CHECK:
+            _ISAL_RAW = (fn, held)
     return update
 
 
