@@ -90,11 +90,14 @@ def _runs(ss, ll):
 
 
 def _libc_mincore():
-    """libc's mincore(2) through ctypes, or None where it cannot be had."""
+    """libc's mincore(2) through ctypes, or None where it cannot be had. Called holding
+    the GIL (PyDLL): it reads nothing and returns in a microsecond, and giving the GIL
+    up around it only makes the calling reader thread queue to take it back behind the
+    other readers."""
     try:
         import ctypes
         import ctypes.util
-        f = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).mincore
+        f = ctypes.PyDLL(ctypes.util.find_library("c") or None, use_errno=True).mincore
     except (OSError, AttributeError, ImportError):
         return None
     f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
@@ -109,8 +112,8 @@ _PAGE = mmap.PAGESIZE
 def _resident(base, offset):
     """Whether the page holding byte offset of the file mapped at address base is in
     the page cache: mincore, which reads nothing and does not wait. Threads share the
-    one-byte answer buffer: a race can only give another page's answer, which picks
-    the slower way to copy the same bytes, never other bytes."""
+    one-byte answer buffer, which the GIL (held through the call and the read of the
+    answer) keeps to one thread at a time."""
     addr = base + int(offset)
     return _mincore(addr - addr % _PAGE, 1, _vec) == 0 and _vec.raw[0] & 1 == 1
 
