@@ -186,7 +186,9 @@ def main(argv=None):
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if pin else None)
     log = open(f"{args.log_indices}.rank{rank}", "a") if args.log_indices else None
-    print(f"train.py: {loader.warehouse}, {len(loader)} batches of {args.batch_size} per epoch"
+    # A resumed loader's len() is what is left of the epoch it resumes in.
+    print(f"train.py: {loader.warehouse}, {len(loader)} batches of {args.batch_size} "
+          + (f"left in epoch {epoch}" if args.resume else "per epoch")
           + (f" on rank {rank} of {world}" if world > 1 else "") + f", on {device}", flush=True)
     samples, t0 = 0, time.perf_counter()
     while step < args.steps and epoch < args.epochs:
