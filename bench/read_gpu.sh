@@ -12,7 +12,8 @@
 # runs of 100 frames up to SAMPLES (hard links; labels renumbered), else
 # bench/gen_dataset.py with ImageMagick (the frames of bench/run.sh and bench/read.sh:
 # 1920x1080 JPEG q90). The warehouse: u8, SIZE x SIZE letterbox, built with
-# --workers $(nproc). Everything under WORK.
+# --workers $(nproc). Everything under WORK; the frames are kept and reused by the next
+# run (remove WORK/data to make them again, for another SAMPLES say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
