@@ -200,7 +200,7 @@ def gpu_only(args, step, samples):
     return n, time.perf_counter() - t0, 0.0
 
 
-def check_pinned(args, norm):
+def check_pinned(args):
     """Every batch read pinned and copied without waiting equals an unpinned read."""
     dev = torch.device(args.device)
     got = []
@@ -252,7 +252,7 @@ def main():
         print(json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                           "cpus": os.cpu_count(), "crc32c": warehouse_etl._crc32c.BACKEND}), flush=True)
     if args.check:
-        check_pinned(args, norm)
+        check_pinned(args)
 
     plain = Step(argparse.Namespace(**{**vars(args), "model": ""}), norm)
     configs = [(f"ours {how} t{t}", lambda t=t, how=how: our_loader(args, t, how), plain)
@@ -273,12 +273,12 @@ def main():
     for r in range(args.rounds):
         for name, make, step in configs:
             if make is None:
-                s, sec, wait = gpu_only(args, step, 64 * args.batch)
+                s, sec, _ = gpu_only(args, step, 64 * args.batch)
                 results[name].append((s / sec, 0.0))
                 print(json.dumps({"round": r, "name": name, "samples": s, "seconds": sec}), flush=True)
                 continue
             loader = make()
-            s, sec, wait = run_epoch(loader, step, 0)  # checks (ours) or worker start-up (reference)
+            s, sec, _ = run_epoch(loader, step, 0)  # checks (ours) or worker start-up (reference)
             first[name].append(s / sec)
             for e in range(1, args.epochs + 1):
                 s, sec, wait = run_epoch(loader, step, e)
