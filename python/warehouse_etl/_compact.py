@@ -119,6 +119,19 @@ def image(raw, sections, layout, j):
     return out
 
 
+def preadv_full(fd, path, bufs, offset):
+    """Fill the buffers ``bufs`` in order from ``fd`` at ``offset`` with os.preadv, at
+    most IOV_MAX buffers a call; a short read (path: the file, for the message) is a
+    WarehouseError."""
+    for i in range(0, len(bufs), IOV_MAX):
+        chunk = bufs[i:i + IOV_MAX]
+        want = sum(memoryview(x).nbytes for x in chunk)
+        got = os.preadv(fd, chunk, offset)
+        if got != want:
+            raise WarehouseError(f"{path}: short read: {got} of {want} bytes at offset {offset}")
+        offset += want
+
+
 def read_run(fd, path, sections, layout, first, rows, images):
     """Read samples first, first+1, ... of a compact shard into ``images[rows[k]]``
     (images: [B, C, H, W] uint8): one preadv of their regions (stored back to back),
@@ -145,14 +158,7 @@ def read_run(fd, path, sections, layout, first, rows, images):
             buf = bytearray(c * w * h)
             bufs.append(buf)
             later.append((r, e, buf))
-    offset = start
-    for i in range(0, len(bufs), IOV_MAX):
-        chunk = bufs[i:i + IOV_MAX]
-        want = sum(memoryview(x).nbytes for x in chunk)
-        got = os.preadv(fd, chunk, offset)
-        if got != want:
-            raise WarehouseError(f"{path}: short read: {got} of {want} bytes at offset {offset}")
-        offset += want
+    preadv_full(fd, path, bufs, start)
     for r, e, buf in later:
         if buf is None:  # read in place: the bands above and below
             y, h = int(e["y"]), int(e["h"])
@@ -239,7 +245,7 @@ def crc_rows(sections, layout, local, arrays, rows):
 
 __all__ = ["VERSION_COMPACT", "COMPACT_VERSIONS", "ENTRY", "header_sections", "parse_compact", "restore", "image",
            "entry_problem",
-           "read_run", "crc_rows"]
+           "preadv_full", "read_run", "crc_rows"]
 
 
 def entry_problem(e, layout):

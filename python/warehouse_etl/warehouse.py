@@ -31,7 +31,6 @@ __all__ = ["open", "Warehouse"]
 
 log = logging.getLogger("warehouse_etl")
 
-_IOV_MAX = 1024  # buffers per preadv call (Linux IOV_MAX)
 _BATCH_KEYS = ("images", "boxes", "mask", "class_index", "box_count", "records", "extras", "index")
 
 
@@ -388,11 +387,7 @@ class Warehouse:
         along axis 0), holding samples ``local`` of shard ``sh`` (index k), against the
         checksum table, remembering those that pass. Returns None, or the position in
         ``rows`` of the first mismatch and the Go reader's error for it."""
-        if sh.sections["compact_table"] is not None:  # compact images: entry + region (_compact)
-            got = _compact.crc_rows(sh.sections, self.layout, local, arrays, rows)
-        else:
-            got = _crc32c.crc32c_rows(arrays, rows)
-        return self._compare(sh, k, local, got)
+        return self._compare(sh, k, local, _piece_crcs(self.layout, arrays, [(sh, k, local, rows)]))
 
     def _compare(self, sh, k, local, got):
         """_check_rows with the CRCs ``got`` of the rows already computed."""
@@ -644,14 +639,7 @@ class Warehouse:
                 prev = r
             groups.append((g0, prev + 1))
             bufs = [mv[a * size:e * size] for a, e in groups]
-        offset = sh.sections[sec] + first * size
-        for c in range(0, len(bufs), _IOV_MAX):
-            chunk = bufs[c:c + _IOV_MAX]
-            want = sum(len(x) for x in chunk)
-            got = os.preadv(sh.fd, chunk, offset)
-            if got != want:
-                raise WarehouseError(f"{sh.path}: short read: {got} of {want} bytes at offset {offset}")
-            offset += want
+        _compact.preadv_full(sh.fd, sh.path, bufs, sh.sections[sec] + first * size)
 
     def _resident_mapping(self, sh, first, last):
         """Shard sh's mapping when the images of samples first..last are in the page
@@ -729,20 +717,11 @@ class _Checks:
         group, self.pending, self.pending_rows = self.pending, [], 0
         if not last and self.pool is None:
             self.pool = _crc32c.checker()
-        run = last or self.pool is None
-        # A compact shard's CRC covers its table entry and stored region, taken from the
-        # restored rows (_compact.crc_rows); a plain shard's, the rows as they are. The
-        # shards of one warehouse are all compact or none (_compact.entry_problem).
-        compact = group[0][0].sections["compact_table"] is not None
-        if compact:
-            args = (self.wh.layout, self.arrays, group)
-            self.jobs.append((group, _compact_crcs(*args) if run else self.pool.submit(_compact_crcs, *args)))
-            return
-        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
-        if run:
-            self.jobs.append((group, _crc32c.crc32c_rows(self.arrays, rows)))
+        args = (self.wh.layout, self.arrays, group)
+        if last or self.pool is None:
+            self.jobs.append((group, _piece_crcs(*args)))
         else:
-            self.jobs.append((group, self.pool.submit(_crc32c.crc32c_rows, self.arrays, rows)))
+            self.jobs.append((group, self.pool.submit(_piece_crcs, *args)))
 
     def finish(self):
         if self.pending:
@@ -761,9 +740,15 @@ class _Checks:
         return first_bad
 
 
-def _compact_crcs(layout, arrays, group):
-    """The CRCs of a group of compact pieces (shard, k, local, rows) in order, one
-    crc_rows call per stretch of pieces of the same shard."""
+def _piece_crcs(layout, arrays, group):
+    """The CRC-32C of the rows of a group of pieces (shard, k, local, rows) read into
+    ``arrays``, in order, as the shards' checksum tables define them. A plain shard's
+    CRC covers the rows as they are (one crc32c_rows call for the group); a compact
+    shard's, its table entry and stored region, taken from the restored rows
+    (_compact.crc_rows, once per stretch of pieces of one shard). The shards of one
+    warehouse are all compact or none (_compact.entry_problem)."""
+    if group[0][0].sections["compact_table"] is None:
+        return _crc32c.crc32c_rows(arrays, group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group]))
     out, i = [], 0
     while i < len(group):
         j = i + 1
