@@ -4,5 +4,5 @@ package shard
 
 import "os"
 
-// adviseWillNeed does nothing where posix_fadvise is not used.
-func adviseWillNeed(*os.File, int64, int64) {}
+// WillNeed does nothing where posix_fadvise is not used.
+func WillNeed(*os.File, int64, int64) {}

@@ -126,7 +126,7 @@ func adviseLabels(f *os.File, size int64) {
 		return
 	}
 	if off := le.Uint64(h[offBoxesOffset:]); off < uint64(size) {
-		adviseWillNeed(f, int64(off), size-int64(off))
+		WillNeed(f, int64(off), size-int64(off))
 	}
 }
 

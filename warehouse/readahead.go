@@ -1,6 +1,10 @@
 package warehouse
 
-import "os"
+import (
+	"os"
+
+	"warehouse-etl/shard"
+)
 
 // Read-ahead for cold reads (issue 29): a batch iterator tells the kernel
 // which byte ranges the batches a few steps ahead will read, so that, where
@@ -91,7 +95,7 @@ func (r *Reader) adviseWillNeed(idx []int) {
 			off, length = sr.ImageSpan(local, n)
 		}
 		if f, ok := r.shards[k].file.(*os.File); ok { // not the in-memory files of FuzzOpen
-			willNeed(f, off, int64(length))
+			shard.WillNeed(f, off, int64(length))
 		}
 		j += n
 	}
