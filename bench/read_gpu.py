@@ -17,7 +17,7 @@ Ours, per reader-thread count, three ways of reaching the GPU:
   pinned      make_loader(pin_memory=True): batches read straight into page-locked
               memory.
 The reference decodes 1080p JPEGs (cv2.imread), letterboxes them to SIZE x SIZE
-(cv2.resize INTER_AREA), stacks uint8 CHW tensors and padded boxes, with N worker
+(cv2.resize INTER_AREA, warehouse-etl's size rule: bench/reference.py's letterbox), stacks uint8 CHW tensors and padded boxes, with N worker
 processes (cv2.setNumThreads(1) in each), persistent workers, pin_memory=True.
 
 Each loader reads one untimed epoch first (ours checks every sample's CRC-32C then;
@@ -53,6 +53,9 @@ from torch.utils.data import DataLoader, Dataset
 import warehouse_etl
 from warehouse_etl.torch import Normalize, WarehouseBatchSampler, WarehouseDataset, WarehouseLoader, make_loader
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402  (bench/reference.py: warehouse-etl's letterbox rule with OpenCV)
+
 
 class JpegLetterbox(Dataset):
     """The reference: capture-run frames (RUN/images/*.jpg, RUN/labels/*.json) decoded
@@ -70,13 +73,7 @@ class JpegLetterbox(Dataset):
     def __getitem__(self, i):
         import cv2
         path = self.images[i]
-        img = cv2.imread(path, cv2.IMREAD_COLOR)
-        h, w = img.shape[:2]
-        s = self.size / max(h, w)
-        nw, nh = max(1, round(w * s)), max(1, round(h * s))
-        out = np.zeros((self.size, self.size, 3), dtype=np.uint8)
-        y0, x0 = (self.size - nh) // 2, (self.size - nw) // 2
-        out[y0:y0 + nh, x0:x0 + nw] = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_AREA)[:, :, ::-1]
+        out, (x0, y0, nw, nh) = reference.letterbox(cv2.imread(path, cv2.IMREAD_COLOR), self.size, cv2.INTER_AREA)
         boxes = np.zeros((self.max_boxes, 4), dtype=np.float32)
         mask = np.zeros(self.max_boxes, dtype=np.float32)
         label = os.path.join(os.path.dirname(os.path.dirname(path)), "labels",

@@ -61,6 +61,20 @@ def letterbox_size(w, h, size):
     return max(1, min(size, (2 * w * size + h) // (2 * h))), size
 
 
+def letterbox(img, size, interp):
+    """img (BGR uint8, HxWx3, as cv2.imread gives it) letterboxed to size x size by
+    warehouse-etl's rule: the RGB uint8 HxWx3 canvas (zero padding) and the image's
+    place in it, (px, py, nw, nh)."""
+    h, w = img.shape[:2]
+    nw, nh = letterbox_size(w, h, size)
+    small = cv2.resize(img, (nw, nh), interpolation=interp)
+    small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+    canvas = np.zeros((size, size, 3), np.uint8)
+    px, py = (size - nw) // 2, (size - nh) // 2
+    canvas[py:py + nh, px:px + nw] = small
+    return canvas, (px, py, nw, nh)
+
+
 class Worker:
     def __init__(self, out, size, interp):
         cv2.setNumThreads(1)
@@ -72,13 +86,7 @@ class Worker:
         img = cv2.imread(path, cv2.IMREAD_COLOR)  # BGR uint8, HxWx3
         if img is None:
             raise RuntimeError(f"cannot decode {path}")
-        h, w = img.shape[:2]
-        nw, nh = letterbox_size(w, h, self.size)
-        small = cv2.resize(img, (nw, nh), interpolation=self.interp)
-        small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
-        canvas = np.zeros((self.size, self.size, 3), np.uint8)
-        px, py = (self.size - nw) // 2, (self.size - nh) // 2
-        canvas[py:py + nh, px:px + nw] = small
+        canvas, _ = letterbox(img, self.size, self.interp)
         chw = canvas.transpose(2, 0, 1).astype(np.float32) / 255.0
         return chw.astype(np.float16)
 
