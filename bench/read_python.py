@@ -14,8 +14,9 @@ this process), calling set_epoch each epoch. Both read a first epoch
 (every sample checked against its CRC-32C then, unless --no-verify), timed
 apart, then time EPOCHS epochs; with --cold the files named are dropped
 from the page cache (bench/evict.py) before each of those, outside the
-timing, after this process's own mappings of them are dropped. bytes counts the images, boxes and masks handed out; cpu_seconds
-is the process's CPU time over the timed epochs (all threads). Run with
+timing, after this process's own mappings of them are dropped. bytes
+counts the images, boxes and masks handed out; cpu_seconds is the
+process's CPU time over the timed epochs (all threads). Run with
 PYTHONPATH=python.
 """
 
