@@ -168,6 +168,7 @@ for round in $(seq "$ROUNDS"); do
     for w in 0 1 2; do torch_reader "$dtype" "$w"; done
     torch_reader "$dtype" 1 --read-ahead=0   # without the kernel read-ahead advice
     torch_reader "$dtype" 0 --no-verify
+    torch_reader "$dtype" 1 --no-verify
     # A mixture of the warehouse with itself (weights 1:1): what mixing costs on top (reading.md "Mixtures").
     record "torch-mix-w2-$dtype" "$("$PY" bench/read_python.py torch --mix "${dir[$dtype]}=1" --mix "${dir[$dtype]}=1" --batch "$BATCH" --epochs "$EPOCHS" --workers 2)"
   done
@@ -209,7 +210,8 @@ for d in ("u8", "u8c", "f16"):
         ratio(f"go-load-{shuffle}-{d}", "first", f"cat-{d}", "warm", 1, "GB/s")
         ratio(f"go-load-{shuffle}-{d}", "cold", f"cat-{d}", "cold", 1, "GB/s")
     ratio(f"go-load-none-{d}", "first", f"go-load-none-{d}-unchecked", "first", 0, "checked/unchecked")
-    ratio(f"torch-w0-{d}", "first", f"torch-w0-{d}-unchecked", "first", 0, "checked/unchecked")
+    for w in (0, 1):
+        ratio(f"torch-w{w}-{d}", "first", f"torch-w{w}-{d}-unchecked", "first", 0, "checked/unchecked")
     ratio(f"numpy-global-{d}", "warm", f"cat-{d}", "warm", 1, "GB/s")
 for kind in ("warm", "cold"):
     for d in ("u8", "u8c"):

@@ -8,7 +8,8 @@ epochs, and first_samples, first_seconds of the process's first epoch.
     read_python.py torch ... --cold DIR_OR_FILE...     # page cache dropped before each timed epoch
 
 `numpy` plans each epoch with Warehouse.batches and fills one reused set of
-arrays with Warehouse.read_batch. `torch` iterates make_loader (a batch
+arrays with Warehouse.read_batch (with --check-ahead T, after handing batch
+t+T to Warehouse.check_ahead, as the torch loader does). `torch` iterates make_loader (a batch
 sampler, one whole batch per DataLoader item, --workers reader threads in
 this process), calling set_epoch each epoch. Both read a first epoch
 (every sample checked against its CRC-32C then, unless --no-verify), timed
@@ -57,7 +58,13 @@ def numpy_epochs(args):
     def epoch(e):
         nonlocal out
         samples = nbytes = 0
-        for idx in wh.batches(args.batch, seed=0, epoch=e, rank=0, world=1, shuffle=args.shuffle, remainder="drop"):
+        plan = list(wh.batches(args.batch, seed=0, epoch=e, rank=0, world=1, shuffle=args.shuffle, remainder="drop"))
+        for t, idx in enumerate(plan):
+            if args.check_ahead and t + args.check_ahead < len(plan):
+                if t == 0:  # the batches between the first and the one checked ahead
+                    for later in plan[1:args.check_ahead]:
+                        wh.check_ahead(later)
+                wh.check_ahead(plan[t + args.check_ahead])
             out = wh.read_batch(idx, out=out)
             samples += len(idx)
             nbytes += tensor_bytes([out["images"], out["boxes"], out["mask"]])
@@ -112,6 +119,8 @@ def main():
     p.add_argument("--workers", type=int, default=0, help="torch: reader threads")
     p.add_argument("--no-verify", action="store_true", help="verify_samples=False")
     p.add_argument("--read-ahead", type=int, default=None, help="torch: make_loader's read_ahead (default: its own)")
+    p.add_argument("--check-ahead", type=int, default=0, metavar="T",
+                   help="numpy: Warehouse.check_ahead of batch t+T before read_batch of batch t (default 0: none)")
     p.add_argument("--cold", nargs="+", default=[], help="drop these from the page cache before each timed epoch")
     p.add_argument("--mix", action="append", default=[], metavar="PATH=WEIGHT",
                    help="torch: read a mixture of warehouses (make_loader([(path, weight), ...]))")

@@ -240,6 +240,90 @@ class VerifySamples(unittest.TestCase):
         self.assertEqual(sum(b["images"].shape[0] for b in loader), len(loader.warehouse))
 
 
+class CheckAhead(unittest.TestCase):
+    """Warehouse.check_ahead: a checker thread computes samples' CRC-32C from the shards'
+    stored bytes before their read, which then only copies them."""
+
+    def setUp(self):
+        if _crc32c.checker() is None:
+            self.skipTest("checks hold the GIL here (numpy fallback): nothing is checked ahead")
+
+    def test_stored_bytes_match_the_go_tables(self):
+        """The CRC of the stored bytes of every sample, every backend, plain and compact
+        (letterbox and pillarbox regions), against the checksum tables Go wrote."""
+        from unittest import mock
+
+        from warehouse_etl import warehouse as whmod
+        for name in ("f16", "f32", "u8", "u8compact", "u8compactwide"):
+            fx = fixture(self, name)
+            wh = warehouse_etl.open(fx["dir"])
+            self.addCleanup(wh.close)
+            for k in range(len(wh.manifest["shards"])):
+                sh = wh._shard(k)
+                local = np.arange(len(sh.crcs))[::-1].copy()
+                for backend in backends():
+                    with mock.patch.object(_crc32c, "BACKEND", backend):
+                        got = whmod._stored_crcs(wh._mapping(sh), sh.sections, wh.layout, local)
+                    self.assertEqual(got.tolist(), sh.crcs[local].tolist(), (name, k, backend))
+
+    def test_read_after_it_only_copies(self):
+        from unittest import mock
+
+        from warehouse_etl import warehouse as whmod
+        for name in ("f16", "u8", "u8compact", "u8compactwide"):
+            with self.subTest(name):
+                fx = fixture(self, name)
+                wh = warehouse_etl.open(fx["dir"])
+                self.addCleanup(wh.close)
+                n = len(wh)
+                order = np.random.default_rng(3).permutation(n)
+                self.assertEqual(wh.check_ahead(np.concatenate([order, order[:3], [-1, n]])).result(), n)
+                self.assertEqual(wh.samples_verified, n)
+                self.assertIsNone(wh.check_ahead(order))  # all checked: nothing queued
+                checked_again = AssertionError("a sample checked ahead was checked again")
+                with mock.patch.object(whmod, "_piece_crcs", side_effect=checked_again):
+                    got = wh.read_batch(order)
+                    one = wh[int(order[0])]
+                unchecked = warehouse_etl.open(fx["dir"], verify_samples=False)
+                self.addCleanup(unchecked.close)
+                want = unchecked.read_batch(order)
+                for key in ("images", "boxes", "mask", "records", "extras"):
+                    self.assertEqual(raw(got[key]), raw(want[key]), key)
+                self.assertEqual(raw(one["image"]), raw(want["images"][0]))
+
+    def test_damaged_sample_is_left_to_its_read(self):
+        for name in ("flipped image byte", "flipped record byte"):
+            with self.subTest(name):
+                case = damaged(self, name)
+                i = case["sample"]
+                wh = warehouse_etl.open(case["path"])
+                self.addCleanup(wh.close)
+                n = len(wh)
+                self.assertEqual(wh.check_ahead(np.arange(n)).result(), n - 1)
+                self.assertFalse(wh._verified[i])
+                with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                    wh.read_batch([0, i, n - 1])
+                self.assertEqual(str(cm.exception), case["go_error"])
+                self.assertEqual(wh.check_ahead([i]).result(), 0)  # a failure is not remembered
+                with self.assertRaises(warehouse_etl.WarehouseError):
+                    wh[i]
+                self.assertEqual(wh.samples_verified, n - 1)
+
+    def test_modes_that_check_nothing_ahead(self):
+        fx = fixture(self, "u8")
+        for mode in ("always", False):
+            wh = warehouse_etl.open(fx["dir"], verify_samples=mode)
+            self.addCleanup(wh.close)
+            self.assertIsNone(wh.check_ahead(np.arange(len(wh))), mode)
+        from unittest import mock
+        wh = warehouse_etl.open(fx["dir"])
+        self.addCleanup(wh.close)
+        with mock.patch.object(_crc32c, "checker", lambda: None):  # the numpy fallback: no checker threads
+            self.assertIsNone(wh.check_ahead(np.arange(len(wh))))
+        self.assertIsNone(wh.check_ahead([]))
+        self.assertEqual(wh.samples_verified, 0)
+
+
 class OlderWarehouse(unittest.TestCase):
     def test_reads_unchecked(self):
         need_data(self)

@@ -3,7 +3,8 @@ each run of the samples it is given (posix_fadvise WILLNEED), a mixture advises 
 warehouse of its own samples, and the torch loader advises every planned batch
 read_ahead batches before it is read, with or without reader threads, while handing out
 the same batches as without the advice (and does not advise an epoch after one that found
-every run cached). read_batch copies a run whose pages are cached
+every run cached), and checks each batch ahead of its read (Warehouse.check_ahead).
+read_batch copies a run whose pages are cached
 from the shard's mapping and reads another with preadv: both give the same bytes,
 plain and compact."""
 import os
@@ -212,6 +213,55 @@ class LoaderReadAhead(unittest.TestCase):
 
     def test_with_a_reader_thread(self):
         self.check(1)
+
+    def checked_ahead(self, threads):
+        """Every planned batch but the first is handed to check_ahead before it is read,
+        once, in plan order; those are then checked in the checker thread and the first
+        by its read (each sample once); an epoch that finds them all checked queues
+        nothing. The checks are waited for as they are queued, so the counts do not
+        depend on the threads' timing."""
+        if whmod._crc32c.checker() is None:
+            self.skipTest("checks hold the GIL here (numpy fallback): nothing is checked ahead")
+        fx = fixture(self, "u8")
+        wh, events, passed = warehouse_etl.open(fx["dir"]), [], []
+        self.addCleanup(wh.close)
+        check_ahead = wh.check_ahead
+
+        def check(idx):
+            events.append(("check", sorted(np.asarray(idx).tolist())))
+            job = check_ahead(idx)
+            passed.append(0 if job is None else job.result())
+            return job
+
+        wh.check_ahead = check
+        loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
+        self.addCleanup(loader.dataset.close)
+        read = loader.dataset._read
+
+        def recording(idx, repeats, shared):
+            events.append(("read", sorted(idx.tolist())))
+            return read(idx, repeats, shared)
+
+        loader.dataset._read = recording
+        plan = [sorted(b["index"].tolist()) for b in loader]
+        self.assertGreater(len(plan), 4)
+        self.assertEqual([b for kind, b in events if kind == "check"], plan[1:])
+        for t, batch in enumerate(plan[1:], 1):
+            self.assertLess(events.index(("check", batch)), events.index(("read", batch)),
+                            f"batch {t} read before it was checked ahead")
+        self.assertEqual(sum(passed), sum(len(b) for b in plan[1:]))
+        self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
+        self.assertTrue(wh._verified[np.concatenate(plan)].all())
+        passed.clear()
+        self.assertEqual(len(list(loader)), len(plan))
+        self.assertEqual(sum(passed), 0)
+        self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
+
+    def test_checked_ahead_without_reader_threads(self):
+        self.checked_ahead(0)
+
+    def test_checked_ahead_with_reader_threads(self):
+        self.checked_ahead(2)
 
     def test_read_ahead_zero_advises_nothing(self):
         fx = fixture(self, "u8")

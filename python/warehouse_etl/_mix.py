@@ -185,6 +185,15 @@ class Mixture:
         for k in np.unique(m).tolist():
             self.warehouses[k].advise(local[m == k])
 
+    def check_ahead(self, indices):
+        """``Warehouse.check_ahead`` for mixture indices: each warehouse checks its own
+        samples ahead. Returns the warehouses' jobs (Futures) as a list."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = idx[(idx >= 0) & (idx < len(self))]
+        m, local = self.locate(idx)
+        jobs = [self.warehouses[k].check_ahead(local[m == k]) for k in np.unique(m).tolist()]
+        return [j for j in jobs if j is not None]
+
     def close(self):
         for wh in self.warehouses:
             wh.close()

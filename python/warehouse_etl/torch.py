@@ -249,7 +249,9 @@ class _ReadAhead:
     ``advise_ahead`` batches past those handed to the threads are advised to the kernel
     (``advise``, the warehouse's ``posix_fadvise(WILLNEED)`` of their images) as they
     are taken from the plan, so that on a cold page cache the disk reads them while the
-    threads copy the batches before. A plan is advised unless the one before it found
+    threads copy the batches before; and ``check_ahead`` batches past them are handed
+    to ``check`` (the warehouse's ``check_ahead``: their CRC-32C checks run in a checker
+    thread, so that the reads find them checked). A plan is advised unless the one before it found
     every image run in the page cache (``cold_runs``, the warehouse's count of runs read
     with preadv, did not move since that plan started): on a warm cache the advice only
     costs (10-12% of a warm epoch at one reader thread), and the first batch of an epoch,
@@ -260,17 +262,19 @@ class _ReadAhead:
     ``read`` is a bound method of the dataset, held weakly: the dataset owns this
     object, not the other way round, so dropping the dataset stops the threads."""
 
-    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, cold_runs=None):
+    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, cold_runs=None, check=None,
+                 check_ahead=0):
         self._read = weakref.WeakMethod(read)
         self._threads, self._ahead = int(threads), max(int(ahead), 1)
         self._advise, self._advise_ahead = advise, int(advise_ahead) if advise is not None else 0
         self._cold_runs, self._cold_at_start = cold_runs, None
         self._advising = self._advise_ahead > 0
+        self._check, self._check_ahead = check, int(check_ahead) if check is not None else 0
         self._pool = None
         self._lock = threading.Lock()
         self._plan = iter(())
         self._pending = collections.deque()  # (indices, repeats, future or None), in plan order
-        self._advised = collections.deque()  # (indices, repeats) taken from the plan and advised
+        self._taken = collections.deque()  # (indices, repeats) taken from the plan, advised or checked
 
     def start(self, plan):
         """Read ahead the batches of ``plan``, after dropping the plan before."""
@@ -288,14 +292,20 @@ class _ReadAhead:
 
     def _next(self):
         """The next batch key of the plan (None at its end), keeping ``advise_ahead``
-        keys after it taken and advised."""
-        key = self._advised.popleft() if self._advised else self._take_key()
-        while key is not None and self._advising and len(self._advised) < self._advise_ahead:
+        keys after it taken and advised (when advising) and ``check_ahead`` taken and
+        checked. The key returned goes to a read at once: neither advised nor checked
+        (its read would do the same work beside it)."""
+        key = self._taken.popleft() if self._taken else self._take_key()
+        keep = max(self._advise_ahead if self._advising else 0, self._check_ahead)
+        while key is not None and len(self._taken) < keep:
             more = self._take_key()
             if more is None:
                 break
-            self._advise(more[0])
-            self._advised.append(more)
+            if self._advising:
+                self._advise(more[0])
+            if self._check_ahead:
+                self._check(more[0])
+            self._taken.append(more)
         return key
 
     def _take_key(self):
@@ -331,7 +341,7 @@ class _ReadAhead:
             if future is not None:
                 future.cancel()  # one already running finishes; its batch is dropped
         self._pending.clear()
-        self._advised.clear()
+        self._taken.clear()
         self._plan = iter(())
 
     def close(self):
@@ -379,7 +389,10 @@ class WarehouseDataset(Dataset):
     cache (a dataset larger than memory, the first epoch after a reboot) the disk reads
     them while the batches before are copied. An epoch after one that found every image
     in the page cache is not advised: there the advice would cost a system call per run
-    and read nothing.
+    and read nothing. The same ``read_ahead`` batches are checked ahead
+    (``Warehouse.check_ahead``): where ``verify_samples`` checks first reads, their
+    CRC-32C checks run in a checker thread from the page cache, so that a first epoch
+    copies checked samples at an unchecked read's pace.
 
     In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
@@ -432,9 +445,13 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
+        # Checks ahead where reads check first reads (not "always", not False).
+        check = (getattr(self.wh, "check_ahead", None)
+                 if self.read_ahead and getattr(self.wh, "verify_samples", True) is True else None)
         cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
-        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs)
-                       if ahead or advise is not None else None)
+        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs,
+                                  check, self.read_ahead)
+                       if ahead or advise is not None or check is not None else None)
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,

@@ -188,6 +188,10 @@ class Warehouse:
         self.verify_checksums = verify_checksums
         self.verify_samples = verify_samples
         self.samples_verified = 0  # CRC-32C checks that passed in this process (reader threads may lose a few)
+        # Per sample: passed its check in this process, or in a shard without checksums
+        # (each opened shard's ``verified`` is its slice; set by read_batch, wh[i] and
+        # check_ahead).
+        self._verified = np.zeros(int(manifest["samples"]), dtype=bool)
         # Image runs read_batch read with preadv, their pages not cached (or no mapping
         # to copy them from): the torch loader's cue to advise read-ahead (_ReadAhead).
         self.cold_runs = 0
@@ -330,7 +334,11 @@ class Warehouse:
                 # cache each fault there would read a read-ahead window of images around
                 # it (read_ahead_kb: megabytes); one advice reads the sections instead.
                 _willneed(fd, sh.sections["boxes"], sh.entry["bytes"] - sh.sections["boxes"])
-                sh.verified = None if sh.crcs is None else np.zeros(sh.crcs.shape[0], dtype=bool)
+                # This shard's bits of the warehouse's (check_ahead's filter), cleared:
+                # a sample passes its check in the process that reads it.
+                s0, s1 = int(self._starts_end[k]), int(self._starts_end[k + 1])
+                self._verified[s0:s1] = sh.crcs is None  # no checksums: nothing to check
+                sh.verified = None if sh.crcs is None else self._verified[s0:s1]
             except WarehouseError as e:
                 sh.error = e  # a refused shard stays refused
                 raise
@@ -363,6 +371,61 @@ class Warehouse:
                 continue  # the read that follows raises it
             start, end = self._image_spans(sh, ll_l[r0], ll_l[r1 - 1])
             _willneed(sh.fd, start, end - start)
+
+    def check_ahead(self, indices):
+        """Check the samples ``indices`` against their CRC-32C ahead of their read: a job
+        for a checker thread (``_crc32c.checker()``) computes each sample's CRC from the
+        shard's mapping (the stored bytes in the page cache, pages faulted in there) and
+        marks those that pass, so that ``read_batch`` only copies them and a checked first
+        read costs about what an unchecked one does where a core is free. The torch loader
+        checks the batches ``read_ahead`` past those it reads so.
+
+        Returns the job's Future (its result: the number of samples that passed), or None
+        when nothing was queued: ``verify_samples`` is not True (``"always"`` checks
+        every read in ``read_batch`` itself), the checks hold the GIL (the numpy
+        fallback), the warehouse is not read through mappings (the S3 reader), or every
+        sample is checked already. A mismatch or a shard that fails to open is left to
+        the read that follows, which raises the error as it would without this. What is
+        checked is the page cache's copy, a moment before ``read_batch`` copies it: a
+        page dropped and read again from the disk in between is not checked again (open
+        with ``verify_samples="always"`` for that)."""
+        if self.verify_samples is not True or not self._map_sections:
+            return None
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = idx[(idx >= 0) & (idx < self._n)]
+        idx = idx[~self._verified[idx]]
+        if not idx.size:
+            return None
+        pool = _crc32c.checker()
+        if pool is None:
+            return None
+        return pool.submit(self._check_stored, np.unique(idx))
+
+    def _check_stored(self, idx):
+        """check_ahead's job: the CRC-32C of samples ``idx`` (sorted, unique) from their
+        shards' mappings, compared with the checksum tables; marks and counts those that
+        pass and returns their number."""
+        shard_of, local = self._locate_all(idx)
+        bounds = [0] + (np.flatnonzero(np.diff(shard_of)) + 1).tolist() + [idx.shape[0]]
+        passed = 0
+        for s0, s1 in zip(bounds[:-1], bounds[1:]):
+            try:
+                sh = self._shard(int(shard_of[s0]))
+                if sh.crcs is None:
+                    continue
+                loc = local[s0:s1]
+                loc = loc[~sh.verified[loc]]
+                if not loc.size:
+                    continue
+                got = _stored_crcs(self._mapping(sh), sh.sections, self.layout, loc)
+            except (WarehouseError, OSError):
+                continue  # the read that follows raises it
+            ok = got == sh.crcs[loc]
+            sh.verified[loc[ok]] = True
+            n = int(np.count_nonzero(ok))
+            self.samples_verified += n
+            passed += n
+        return passed
 
     def _image_spans(self, sh, first, last):
         """The file bytes [start, end) holding the images of samples first..last of
@@ -760,6 +823,20 @@ def _piece_crcs(layout, arrays, group):
         out.append(_compact.crc_rows(sh.sections, layout, local, arrays, rows))
         i = j
     return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def _stored_crcs(raw, sections, layout, local):
+    """The CRC-32C of samples ``local`` of a shard from its stored bytes (``raw``: the
+    shard's mapping as uint8), as its checksum table defines them: a plain shard's
+    image, boxes, mask, record and extras rows; a compact one's table entry and region,
+    then the same small rows (_compact.crc_stored)."""
+    if sections["compact_table"] is not None:
+        return _compact.crc_stored(raw, sections, layout, local)
+    n = int(sections["crc_table"].shape[0])
+    views = [raw[sections[sec]:sections[sec] + n * size].reshape(n, size) for sec, size in
+             (("image", layout.image_bytes), ("boxes", layout.box_bytes), ("mask", layout.mask_bytes),
+              ("records", layout.record_size), ("extras", layout.extra_bytes)) if size]
+    return _crc32c.crc32c_rows(views, local)
 
 
 def _lock_for_reading(directory):
