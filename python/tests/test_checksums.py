@@ -322,6 +322,12 @@ class CheckAhead(unittest.TestCase):
             self.assertIsNone(wh.check_ahead(np.arange(len(wh))))
         self.assertIsNone(wh.check_ahead([]))
         self.assertEqual(wh.samples_verified, 0)
+        # After close() nothing is queued, and a job queued before it reopens nothing.
+        job = wh.check_ahead(np.arange(len(wh)))
+        wh.close()
+        self.assertIn(job.result(), range(len(wh) + 1))
+        self.assertIsNone(wh.check_ahead(np.arange(len(wh))))
+        self.assertTrue(all(sh.fd is None for sh in wh._shards))
 
 
 class OlderWarehouse(unittest.TestCase):

@@ -207,6 +207,7 @@ class Warehouse:
         self.mean = list(t["mean"]) if t.get("mean") else None
         self.std = list(t["std"]) if t.get("std") else None
         self._lock = threading.Lock()
+        self._closed = False  # close() was called: check_ahead's jobs reopen nothing
         self._dir_fd = self._dir_pid = self._dir_id = None
 
     # Pickling: the checked manifest travels, the handles do not; the copy checks that
@@ -294,6 +295,7 @@ class Warehouse:
         lock, self._readers_lock = getattr(self, "_readers_lock", None), None
         if lock is not None:
             lock.close()
+        self._closed = True
         with self._lock:
             for sh in self._shards:
                 if sh.fd is not None and sh.pid == os.getpid():
@@ -303,8 +305,9 @@ class Warehouse:
                 os.close(self._dir_fd)  # releases the directory's flock
             self._dir_fd = self._dir_pid = None
 
-    def _shard(self, k):
-        """Shard k, opened and checked in this process (reopened after a fork)."""
+    def _shard(self, k, reopen=True):
+        """Shard k, opened and checked in this process (reopened after a fork). With
+        ``reopen`` False a closed warehouse opens nothing (WarehouseError)."""
         sh = self._shards[k]
         if sh.fd is not None and sh.pid == os.getpid():
             return sh
@@ -313,6 +316,8 @@ class Warehouse:
                 return sh
             if sh.error is not None:
                 raise sh.error
+            if self._closed and not reopen:
+                raise WarehouseError(f"{self.dir}: closed")
             if sh.pid != os.getpid():  # inherited from the parent: not ours to close
                 sh.fd = sh.mmap = None
             t0 = time.perf_counter()
@@ -389,7 +394,7 @@ class Warehouse:
         checked is the page cache's copy, a moment before ``read_batch`` copies it: a
         page dropped and read again from the disk in between is not checked again (open
         with ``verify_samples="always"`` for that)."""
-        if self.verify_samples is not True or not self._map_sections:
+        if self.verify_samples is not True or not self._map_sections or self._closed:
             return None
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         idx = idx[(idx >= 0) & (idx < self._n)]
@@ -410,7 +415,7 @@ class Warehouse:
         passed = 0
         for s0, s1 in zip(bounds[:-1], bounds[1:]):
             try:
-                sh = self._shard(int(shard_of[s0]))
+                sh = self._shard(int(shard_of[s0]), reopen=False)  # a job queued before close() opens nothing
                 if sh.crcs is None:
                     continue
                 loc = local[s0:s1]
@@ -726,6 +731,8 @@ class Warehouse:
         if sh.mmap is None:
             with self._lock:
                 if sh.mmap is None:
+                    if sh.fd is None:  # closed under a check_ahead job
+                        raise WarehouseError(f"{sh.path}: closed")
                     m = np.frombuffer(mmap.mmap(sh.fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
                     sh.base = m.ctypes.data  # its address, for mincore (_resident)
                     sh.mmap = m
