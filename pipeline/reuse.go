@@ -380,10 +380,6 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 			return 0, fmt.Errorf("its %s is %s, this build's %s", k, orNone(old[k]), orNone(recipe[k]))
 		}
 	}
-	if rs.sums, err = readShardSums(rs, m); err != nil {
-		b.log.Warn("not using the shard sums of a version: shards taken whole are read to add them up", "dir", rs.dir, "why", err.Error())
-		rs.sums = nil
-	}
 	name := m.Files.Samples
 	sum, ok := m.Files.Checksums[name]
 	if name == "" || !ok {
@@ -403,13 +399,17 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 	}
 	var hits []hit
 	shardNo := map[string]uint32{}
-	shardPaths := map[string]string{}
-	shardEntries := map[string]warehouse.Shard{}
+	// The manifest's shards by id, with their cleaned paths: only those under
+	// shards/ (a sample line naming another is an error below).
+	type shardOf struct {
+		rel   string
+		entry warehouse.Shard
+	}
+	shards := map[string]shardOf{}
 	for _, sh := range m.Shards {
 		clean := path.Clean(sh.RelativePath)
 		if filepath.IsLocal(clean) && strings.HasPrefix(clean, shardDir+"/") {
-			shardPaths[sh.ID] = clean
-			shardEntries[sh.ID] = sh
+			shards[sh.ID] = shardOf{clean, sh}
 		}
 	}
 	var line struct {
@@ -445,14 +445,14 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 		taken[i/64] |= 1 << (i % 64)
 		no, ok := shardNo[line.Shard]
 		if !ok {
-			rel, known := shardPaths[line.Shard]
+			sh, known := shards[line.Shard]
 			if !known {
 				return 0, fmt.Errorf("%s: shard %q is not in the manifest", name, line.Shard)
 			}
 			no = uint32(len(rs.shards))
 			shardNo[line.Shard] = no
-			rs.shards = append(rs.shards, rel)
-			rs.entries = append(rs.entries, shardEntries[line.Shard])
+			rs.shards = append(rs.shards, sh.rel)
+			rs.entries = append(rs.entries, sh.entry)
 		}
 		for ; i < len(want) && want[i].digest == d; i++ {
 			hits = append(hits, hit{want[i].planIdx, reuseLoc{src: src, shard: no, idx: uint32(line.ShardIndex)}})
@@ -463,6 +463,14 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum.SHA256 {
 		return 0, fmt.Errorf("%s: sha256 %s, the manifest records %s", name, got, sum.SHA256)
+	}
+	// The shards' recorded image sums serve shards taken whole (reuse_link.go):
+	// read only from a version that serves any sample.
+	if len(hits) > 0 {
+		if rs.sums, err = readShardSums(rs, m); err != nil {
+			b.log.Warn("not using the shard sums of a version: shards taken whole are read to add them up", "dir", rs.dir, "why", err.Error())
+			rs.sums = nil
+		}
 	}
 	var n int64
 	for _, h := range hits {
