@@ -39,6 +39,8 @@
 # images + boxes + masks for ours, images for FFCV, file bytes for cat.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 RUNS=${RUNS:-6}
 FRAMES=${FRAMES:-100}
@@ -67,18 +69,7 @@ declare -A dir
 for dtype in $DTYPES; do
   # u8c: u8 with compact_images (the letterbox stored without its padding).
   compact=false; [ "$dtype" = u8c ] && compact=true
-  cat >"$WORK/cfg/$dtype.jsonc" <<CFG
-{
-  "source": {"kind": "capture", "root": "$WORK/data"},
-  "target_size": [$SIZE, $SIZE],
-  "resize_mode": "letterbox",
-  "dtype": "${dtype%c}",
-  "compact_images": $compact,
-  "max_boxes": 16,
-  "shard_target_mb": 64,
-  "output_root": "$WORK/out/$dtype-$SIZE"
-}
-CFG
+  capture_config "$WORK/cfg/$dtype.jsonc" "$WORK/data" "$SIZE" "${dtype%c}" "$compact" "$WORK/out/$dtype-$SIZE"
   echo "== build $dtype" >&2
   dir[$dtype]=$("$WH" build --config "$WORK/cfg/$dtype.jsonc" --quiet)
 done

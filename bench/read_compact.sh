@@ -21,6 +21,8 @@
 # .beton is dropped with MADV_DONTNEED first: see bench/read_compact.py). Warm: the same after reading every file twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 RUNS=${RUNS:-2}
 FRAMES=${FRAMES:-100}
@@ -48,19 +50,7 @@ declare -A dir
 for v in plain compact; do
   compact=false
   [ "$v" = compact ] && compact=true
-  cat >"$WORK/cfg/$v.jsonc" <<CFG
-{
-  "source": {"kind": "capture", "root": "$WORK/data"},
-  "target_size": [$SIZE, $SIZE],
-  "resize_mode": "letterbox",
-  "pad_value": 114,
-  "dtype": "u8",
-  "compact_images": $compact,
-  "max_boxes": 16,
-  "shard_target_mb": 64,
-  "output_root": "$WORK/out/$v-$SIZE"
-}
-CFG
+  capture_config "$WORK/cfg/$v.jsonc" "$WORK/data" "$SIZE" u8 "$compact" "$WORK/out/$v-$SIZE" '"pad_value": 114,'
   echo "== build $v" >&2
   dir[$v]=$("$WH" build --config "$WORK/cfg/$v.jsonc" --quiet)
 done

@@ -16,6 +16,8 @@
 # run (remove WORK/data to make them again, for another SAMPLES say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 WORK=${WORK:-/tmp/warehouse-gpu-bench}
 SAMPLES=${SAMPLES:-4800}
@@ -61,18 +63,7 @@ fi
 name=u8${COMPACT:+c}
 compact=false
 [ -n "$COMPACT" ] && compact=true
-cat >"$WORK/$name.jsonc" <<EOF
-{
-  "source": {"kind": "capture", "root": "$data"},
-  "target_size": [$SIZE, $SIZE],
-  "resize_mode": "letterbox",
-  "dtype": "u8",
-  "compact_images": $compact,
-  "max_boxes": 16,
-  "shard_target_mb": 64,
-  "output_root": "$WORK/out/$name"
-}
-EOF
+capture_config "$WORK/$name.jsonc" "$data" "$SIZE" u8 "$compact" "$WORK/out/$name"
 start=$EPOCHREALTIME
 "$BIN" build --config "$WORK/$name.jsonc" --workers "$(nproc)" >/dev/null
 awk -v a="$start" -v b="$EPOCHREALTIME" -v n="$SAMPLES" -v w="$(nproc)" \

@@ -11,6 +11,8 @@
 # Frames and the build are reused from WORK (bench/read.sh's layout, its default WORK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 RUNS=${RUNS:-2}
 FRAMES=${FRAMES:-100}
@@ -33,17 +35,7 @@ mkdir -p "$WORK"/{data,out,cfg}
 echo "== frames: $RUNS runs x $FRAMES 1080p JPEG in $WORK/data" >&2
 "$PY" bench/gen_dataset.py --root "$WORK/data" --format jpeg --runs "$RUNS" --frames "$FRAMES"
 go build -o "$WORK/warehouse-etl" ./cmd/warehouse-etl
-cat >"$WORK/cfg/u8.jsonc" <<CFG
-{
-  "source": {"kind": "capture", "root": "$WORK/data"},
-  "target_size": [$SIZE, $SIZE],
-  "resize_mode": "letterbox",
-  "dtype": "u8",
-  "max_boxes": 16,
-  "shard_target_mb": $SHARD_MB,
-  "output_root": "$WORK/out/u8-$SIZE"
-}
-CFG
+capture_config "$WORK/cfg/u8.jsonc" "$WORK/data" "$SIZE" u8 false "$WORK/out/u8-$SIZE"
 echo "== build u8" >&2
 dir=$("$WORK/warehouse-etl" build --config "$WORK/cfg/u8.jsonc" --quiet)
 "$PY" bench/s3_read.py --version "$dir" --batch "$BATCH" --rounds "$ROUNDS" --threads "$THREADS" --work "$WORK"
