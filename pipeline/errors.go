@@ -12,12 +12,17 @@ type StaleError struct {
 	// the rebuild copies instead of decoding; reuse.go).
 	Planned, Changed int64
 	Estimated        bool
+	// EstimatedBy, when not Estimated, names the run that estimates instead
+	// (partition 0 of a partitioned build; the others would repeat its scan).
+	EstimatedBy string
 }
 
 func (e *StaleError) Error() string {
 	reuse := ""
 	if e.Estimated {
 		reuse = fmt.Sprintf("; %s of %s samples changed; the rebuild reuses the rest", thousands(e.Changed), thousands(e.Planned))
+	} else if e.EstimatedBy != "" {
+		reuse = "; " + e.EstimatedBy + " says how much of it the rebuild reuses"
 	}
 	return fmt.Sprintf("sources changed since %s was built: %s%s; rerun with WAREHOUSE_CLEAR=1 to rebuild and replace it", e.Dir, e.Change, reuse)
 }

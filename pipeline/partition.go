@@ -91,9 +91,17 @@ func BuildPartition(ctx context.Context, opts Options, part Partition) (*Partiti
 		if err := b.checkPublished(ctx, lock.FinalDir(), m); err != nil {
 			// A changed source: say what a rebuild would cost, as build
 			// does (a private temporary: other partitions hold the lock).
+			// Partition 0 alone: the estimate scans and hashes every input,
+			// and N partitions would do it N times over to say the same.
 			if se := (*StaleError)(nil); errors.As(err, &se) {
-				if tmp, terr := os.MkdirTemp(b.outRoot, outputroot.TempPrefix(name)+"estimate-"); terr == nil {
-					b.estimateStale(ctx, tmp, se)
+				switch {
+				case b.opts.Reuse.Off || b.opts.NoStaleEstimate:
+				case part.Index != 0:
+					se.EstimatedBy = fmt.Sprintf("partition 0/%d", part.Count)
+				default:
+					if tmp, terr := os.MkdirTemp(b.outRoot, outputroot.TempPrefix(name)+"estimate-"); terr == nil {
+						b.estimateStale(ctx, tmp, se)
+					}
 				}
 			}
 			return nil, err

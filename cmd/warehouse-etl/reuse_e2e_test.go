@@ -358,9 +358,14 @@ func TestReuseStaleAndMetrics(t *testing.T) {
 	if res.code != exitStale || m == nil || !strings.Contains(res.stderr, "WAREHOUSE_CLEAR=1") {
 		t.Fatalf("changed source: exit %d\n%s", res.code, res.stderr)
 	}
-	// A partition says the same.
+	// Partition 0 says the same; the others point at it instead of
+	// scanning and hashing every input again.
 	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet", "--partition", "0/2"); res.code != exitStale || !strings.Contains(res.stderr, m[0]) {
 		t.Fatalf("changed source, --partition 0/2: exit %d, want %d saying %q\n%s", res.code, exitStale, m[0], res.stderr)
+	}
+	if res := runCLI(t, context.Background(), nil, "build", "--config", cfgPath, "--quiet", "--partition", "1/2"); res.code != exitStale ||
+		strings.Contains(res.stderr, m[0]) || !strings.Contains(res.stderr, "partition 0/2 says how much of it the rebuild reuses") {
+		t.Fatalf("changed source, --partition 1/2: exit %d, want %d pointing at partition 0/2\n%s", res.code, exitStale, res.stderr)
 	}
 	// Without reuse there is no estimate, and no temporary left for one.
 	for _, args := range [][]string{{"--no-reuse"}, {"--no-reuse", "--partition", "1/2"}} {
