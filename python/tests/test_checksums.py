@@ -220,8 +220,43 @@ class VerifySamples(unittest.TestCase):
                 wh.read_batch(list(range(n)))  # a failed sample is not remembered
             self.assertEqual(wh.read_batch([j for j in range(n) if j != i])["index"].shape[0], n - 1)
             self.assertEqual(wh.samples_verified, n - 1)
+            # "always" checks the copied rows (_Checks), in the same one-sample jobs.
+            wh = warehouse_etl.open(case["path"], verify_samples="always")
+            with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                wh.read_batch(order)
+            self.assertEqual(str(cm.exception), case["go_error"])
+            self.assertEqual(wh.samples_verified, n - 1)
         finally:
             w._CHECK_BYTES = saved
+
+    def test_first_reads_checked_from_the_stored_bytes(self):
+        """read_batch checks first reads from the shards' stored bytes, in checker threads
+        beside its copies, and not on the copied rows; "always" checks the copied rows."""
+        if _crc32c.checker() is None:
+            self.skipTest("checks hold the GIL here (numpy fallback): copied rows are checked")
+        from unittest import mock
+
+        from warehouse_etl import warehouse as whmod
+        for name in ("f16", "u8", "u8compact", "u8compactwide"):
+            with self.subTest(name):
+                fx = fixture(self, name)
+                unchecked = warehouse_etl.open(fx["dir"], verify_samples=False)
+                self.addCleanup(unchecked.close)
+                n = len(unchecked)
+                order = np.random.default_rng(5).permutation(n)
+                want = unchecked.read_batch(order)
+                wh = warehouse_etl.open(fx["dir"])
+                self.addCleanup(wh.close)
+                with mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked")):
+                    got = wh.read_batch(order)
+                self.assertEqual(wh.samples_verified, n)
+                for key in ("images", "boxes", "mask", "records", "extras"):
+                    self.assertEqual(raw(got[key]), raw(want[key]), key)
+                always = warehouse_etl.open(fx["dir"], verify_samples="always")
+                self.addCleanup(always.close)
+                with mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked")):
+                    always.read_batch(order)
+                self.assertEqual(always.samples_verified, n)
 
     def test_torch_loader_refuses(self):
         try:

@@ -577,10 +577,16 @@ class Warehouse:
         call per sample.
         ``class_index`` and ``box_count`` come from the records in one vectorised step
         (padding slots -1, as the Go reader's batches). The rows are checked against their
-        CRC-32C as :func:`open`'s ``verify_samples`` says (on a sample's first read by
-        default), in jobs of about 2 MB run by checker threads while the next rows are
-        read (``_Checks``); a mismatch raises :class:`WarehouseError` naming the shard file
-        and the sample of the first such row (in row order), after the whole batch was read.
+        CRC-32C as :func:`open`'s ``verify_samples`` says. On a sample's first read (the
+        default) checker threads compute the CRCs of the batch's unchecked samples from the
+        shards' stored bytes (their mappings: the page cache) in jobs of about 2 MB, started
+        before the copies and run beside them (``_check_stored``, as :meth:`check_ahead`);
+        a sample they do not pass is checked again on its copied row. With ``"always"``,
+        or without checker threads (the numpy fallback) or mappings (the S3 reader), the
+        copied rows are checked, in jobs of about 2 MB run by checker threads where there
+        are some while the next rows are read (``_Checks``). A mismatch raises
+        :class:`WarehouseError` naming the shard file and the sample of the first such row
+        (in row order), after the whole batch was read.
 
         ``rows`` (with ``out``) reads ``indices[r]`` into row ``rows[r]`` of ``out``
         instead of row r, leaving the other rows' tensors as they are (a mixture reads
@@ -632,6 +638,17 @@ class Warehouse:
             if self.verify_samples and sh.crcs is not None:
                 need[s0:s1] = self._to_check(sh, loc)
         any_need = bool(need.any())
+        # First reads: checked from the stored bytes in checker threads while the copies
+        # run (the checker maps the pages the copies then find mapped); whatever they do
+        # not pass is checked on its copied row after the copies, for the exact error.
+        stored = []
+        if any_need and self.verify_samples is True and self._map_sections:
+            pool = _crc32c.checker()
+            if pool is not None:
+                todo = np.unique(self.shard_starts[ss[need]] + ll[need])
+                stored = [pool.submit(self._check_stored, todo[j:j + checks.rows])
+                          for j in range(0, todo.shape[0], checks.rows)]
+                any_need = False
         # The images: per run of consecutive samples, one copy from the mapping when the
         # run is cached (_resident_mapping), else one preadv, straight into the
         # destination rows. A run with samples to check is read in pieces of checks.rows
@@ -673,6 +690,17 @@ class Warehouse:
                     piece = need[p0:p1]
                     if piece.any():
                         checks.add(sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
+        if stored:
+            for job in stored:
+                job.result()
+            for s0, s1 in zip(bounds[:-1], bounds[1:]):
+                piece = need[s0:s1]
+                if piece.any():
+                    sh = self._shards[ss_l[s0]]
+                    loc, dst = ll[s0:s1][piece], rows[s0:s1][piece]
+                    left = ~sh.verified[loc]
+                    if left.any():
+                        checks.add(sh, ss_l[s0], loc[left], dst[left])
         first_bad = checks.finish()
         if first_bad is not None:
             raise first_bad[1]
