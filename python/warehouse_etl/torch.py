@@ -251,11 +251,11 @@ class _ReadAhead:
     are taken from the plan, so that on a cold page cache the disk reads them while the
     threads copy the batches before; and ``check_ahead`` batches past them are handed
     to ``check`` (the warehouse's ``check_ahead``: their CRC-32C checks run in a checker
-    thread, so that the reads find them checked). A plan is advised unless the one before it found
-    every image run in the page cache (``cold_runs``, the warehouse's count of runs read
-    with preadv, did not move since that plan started): on a warm cache the advice only
-    costs (10-12% of a warm epoch at one reader thread), and the first batch of an epoch,
-    never advised, tells a cold cache at once. With ``threads`` 0 nothing is read here:
+    thread, so that the reads find them checked). A plan is advised unless the one
+    before it found every image run in the page cache (``cold_runs``, the warehouse's
+    count of runs read with preadv, did not move since that plan started): on a warm
+    cache the advice only costs (10-12% of a warm epoch at one reader thread), and the
+    first batch of an epoch, never advised, tells a cold cache at once. With ``threads`` 0 nothing is read here:
     the plan only tracks which batch comes next, for the advice, and the caller reads
     each.
 

@@ -187,7 +187,8 @@ class Warehouse:
         self.dir, self.manifest, self.layout = directory, manifest, layout
         self.verify_checksums = verify_checksums
         self.verify_samples = verify_samples
-        self.samples_verified = 0  # CRC-32C checks that passed in this process (reader threads may lose a few)
+        self.samples_verified = 0  # CRC-32C checks that passed in this process
+        self._count_lock = threading.Lock()  # reader and checker threads add to samples_verified
         # Per sample: passed its check in this process, or in a shard without checksums
         # (each opened shard's ``verified`` is its slice; set by read_batch, wh[i] and
         # check_ahead).
@@ -428,7 +429,8 @@ class Warehouse:
             ok = got == sh.crcs[loc]
             sh.verified[loc[ok]] = True
             n = int(np.count_nonzero(ok))
-            self.samples_verified += n
+            with self._count_lock:
+                self.samples_verified += n
             passed += n
         return passed
 
@@ -462,7 +464,8 @@ class Warehouse:
         want = sh.crcs[local]
         ok = got == want
         sh.verified[local[ok]] = True
-        self.samples_verified += int(np.count_nonzero(ok))
+        with self._count_lock:
+            self.samples_verified += int(np.count_nonzero(ok))
         bad = np.flatnonzero(~ok)
         if not bad.size:
             return None
