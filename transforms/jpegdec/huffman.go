@@ -25,9 +25,11 @@ type huffTable struct {
 	valOffset [17]int32
 	// ac resolves, for AC tables, a whole coefficient from the next
 	// lookBits bits when its code and its extra bits fit there: the
-	// extended value in bits 16..31, the zero run in bits 10..13, the code
+	// extended value in bits 16..31, the zero run in bits 10..15, the code
 	// length in bits 5..9 and code plus extra bits in bits 0..4 (0: not
-	// resolvable, decode the code and then the extra bits).
+	// resolvable, decode the code and then the extra bits). An end of block
+	// (value 0x00) is a run of 63: past the end of any block, which ends it
+	// with its code consumed.
 	ac [1 << lookBits]int32
 }
 
@@ -125,6 +127,10 @@ func (h *huffTable) build(counts *[17]int32, vals []byte) error {
 	return nil
 }
 
+// acEOBRun is the run an end of block has in huffTable.ac: 63 zeros take any
+// position of a block past its last.
+const acEOBRun = 63
+
 // buildAC fills h.ac from h.look. DC tables get one too: a DC symbol is a
 // size alone, which the entry reads as run 0 and that size (sizes from 16
 // up have a nonzero run nibble or size 0 and take the slow path).
@@ -134,6 +140,10 @@ func (h *huffTable) buildAC() {
 		l := uint(e & 0x1f)
 		v := uint8(e >> 8)
 		run, size := uint(v>>4), uint(v&0x0f)
+		if l != 0 && v == 0x00 { // EOB (in a DC table: size 0, left to the slow path there)
+			h.ac[i] = acEOBRun<<10 | int32(l)<<5 | int32(l)
+			continue
+		}
 		if l == 0 || size == 0 || l+size > lookBits {
 			continue
 		}

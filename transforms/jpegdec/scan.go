@@ -228,10 +228,11 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 			br.fill()
 		}
 		if e := ac.ac[br.acc>>(64-lookBits)]; e != 0 {
-			zig += int(e>>10) & 0x0f
+			zig += int(e>>10) & 0x3f
 			if zig >= blockSize {
 				// As below: a run past the block ends it, and the
-				// value's bits stay unread.
+				// value's bits stay unread. An end of block (run
+				// acEOBRun) ends it here too.
 				l := uint(e>>5) & 0x1f
 				br.acc <<= l
 				br.n -= l
