@@ -210,8 +210,8 @@ def crc_rows(sections, layout, local, arrays, rows):
             and images[:1].nbytes < _crc32c._ISAL_CHUNK):
         # crc32_iscsi on the raw register, the GIL released only for large parts
         # (_crc32c.RELEASE_BYTES).
-        free, held = raw
-        big = lambda n: free if n >= _crc32c.RELEASE_BYTES else held  # noqa: E731
+        held = raw[1]
+        big = _crc32c.isal_raw
         sel = table[local]
         xs, ys, ws, hs = (sel[f].astype(np.int64).tolist() for f in ("x", "y", "w", "h"))
         esize, plane, width = ENTRY.itemsize, layout.height * layout.width, layout.width
@@ -251,9 +251,7 @@ def crc_stored(raw, sections, layout, local):
     table = sections["compact_table"]
     entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
     n = table.shape[0]
-    smalls = [raw[sections[sec]:sections[sec] + n * size].reshape(n, size) for sec, size in
-              (("boxes", layout.box_bytes), ("mask", layout.mask_bytes), ("records", layout.record_size),
-               ("extras", layout.extra_bytes)) if size]
+    smalls = [raw[sections[sec]:sections[sec] + n * size].reshape(n, size) for sec, size in layout.small_sections()]
     local = np.asarray(local, dtype=np.int64)
     sel = table[local]
     offs = sel["offset"].astype(np.int64).tolist()
@@ -262,14 +260,13 @@ def crc_stored(raw, sections, layout, local):
     fns = _crc32c._ISAL_RAW if _crc32c.BACKEND == "isal" else None
     if (fns is not None and entries.flags.c_contiguous
             and layout.channels * layout.width * layout.height < _crc32c._ISAL_CHUNK):
-        free, held = fns
+        held = fns[1]
         ebase, base = entries.ctypes.data, raw.ctypes.data
         small = [(m.ctypes.data, m.shape[1]) for m in smalls]
         for k, j in enumerate(local.tolist()):
             reg = held(ebase + j * ENTRY.itemsize, ENTRY.itemsize, 0xFFFFFFFF)
             if sizes[k]:
-                fn = free if sizes[k] >= _crc32c.RELEASE_BYTES else held
-                reg = fn(base + offs[k], sizes[k], reg)
+                reg = _crc32c.isal_raw(sizes[k])(base + offs[k], sizes[k], reg)
             for b, size in small:
                 reg = held(b + j * size, size, reg)
             out[k] = reg ^ 0xFFFFFFFF

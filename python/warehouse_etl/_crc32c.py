@@ -154,6 +154,12 @@ RELEASE_BYTES = 64 << 10
 _ISAL_RAW = None  # (crc32_iscsi releasing the GIL, holding it): raw register, no chunking
 
 
+def isal_raw(n):
+    """The _ISAL_RAW function for a part of n bytes: releasing the GIL from
+    RELEASE_BYTES up, holding it below. Only where _ISAL_RAW is set."""
+    return _ISAL_RAW[0] if n >= RELEASE_BYTES else _ISAL_RAW[1]
+
+
 def _isal():
     """ISA-L's crc32_iscsi as fn(address, length, crc) -> crc, continuing a CRC-32C,
     or None. crc32_iscsi keeps the register as it is: the CRC-32C is its result for
@@ -302,7 +308,7 @@ def crc32c_rows(arrays, rows, backend=None):
         if _ISAL_RAW is not None and all(n < _ISAL_CHUNK for _, n in parts):
             # The register carried from part to part (crc32_iscsi neither inverts nor
             # finishes it), the GIL released only for large parts.
-            calls = [(_ISAL_RAW[0] if n >= RELEASE_BYTES else _ISAL_RAW[1], base, n) for base, n in parts]
+            calls = [(isal_raw(n), base, n) for base, n in parts]
             for k, r in enumerate(rows.tolist()):
                 reg = 0xFFFFFFFF
                 for fn, base, n in calls:

@@ -98,6 +98,12 @@ class Layout:
     def extra_bytes(self):
         return self.extra_f32 * 4
 
+    def small_sections(self):
+        """The per-sample sections after the image, in a checksum's order, as (section
+        name, bytes per sample): boxes, mask, records, extras; empty ones left out."""
+        return [(sec, size) for sec, size in (("boxes", self.box_bytes), ("mask", self.mask_bytes),
+                                              ("records", self.record_size), ("extras", self.extra_bytes)) if size]
+
     def problem(self):
         """What is out of range, worded as shard.Layout.problem, or None."""
         if self.dtype not in DTYPES:

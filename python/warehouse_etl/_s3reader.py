@@ -431,8 +431,7 @@ class S3Warehouse(Warehouse):
         data = _s3.get(self._client(), self._cfg["bucket"], self._key(k), s["image"] + j0 * l.image_bytes,
                        s["image"] + j1 * l.image_bytes)
         parts = [np.frombuffer(data, dtype=np.uint8).reshape(cnt, l.image_bytes)]
-        for sec, size in (("boxes", l.box_bytes), ("mask", l.mask_bytes), ("records", l.record_size),
-                          ("extras", l.extra_bytes)):
+        for sec, size in l.small_sections():
             b = os.pread(fd, cnt * size, s[sec] + j0 * size)
             if len(b) != cnt * size:
                 raise WarehouseError(f"{sh.path}: cache file {self._cache_path(k)}: short read: {len(b)} of "

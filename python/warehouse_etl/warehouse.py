@@ -189,14 +189,14 @@ class Warehouse:
         self.verify_samples = verify_samples
         self.samples_verified = 0  # CRC-32C checks that passed in this process
         self._count_lock = threading.Lock()  # reader and checker threads add to samples_verified
-        # Per sample: passed its check in this process, or in a shard without checksums
-        # (each opened shard's ``verified`` is its slice; set by read_batch, wh[i] and
-        # check_ahead).
-        self._verified = np.zeros(int(manifest["samples"]), dtype=bool)
         # Image runs read_batch read with preadv, their pages not cached (or no mapping
         # to copy them from): the torch loader's cue to advise read-ahead (_ReadAhead).
         self.cold_runs = 0
         self._n = int(manifest["samples"])
+        # Per sample: passed its check in this process, or in a shard without checksums
+        # (each opened shard's ``verified`` is its slice; set by read_batch, wh[i] and
+        # check_ahead).
+        self._verified = np.zeros(self._n, dtype=bool)
         self._shards = [_Shard(e, go_join(directory, e["relative_path"])) for e in manifest["shards"]]
         self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
         self._starts_end = np.append(self.shard_starts, self._n)
@@ -618,9 +618,7 @@ class Warehouse:
             rows = dest[rows]
         starts, ends = _runs(ss, ll)
         rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
-        small = [(key, sec, size) for key, sec, size in (("boxes", "boxes", l.box_bytes), ("mask", "mask", l.mask_bytes),
-                                                         ("records", "records", l.record_size),
-                                                         ("extras", "extras", l.extra_bytes)) if size]
+        small = l.small_sections()  # out's arrays of them have the sections' names
         checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
         checks = _Checks(self, checked, l)
         # Per shard, each small section (boxes, mask, records, extras: a few hundred bytes
@@ -635,9 +633,9 @@ class Warehouse:
             if small and self._map_sections:
                 raw = self._mapping(sh)
                 top = ll_l[s1 - 1] + 1  # ll is sorted within a shard
-                for key, sec, size in small:
+                for sec, size in small:
                     src = raw[sh.sections[sec]:sh.sections[sec] + top * size].reshape(top, size)
-                    out[key].reshape(out[key].shape[0], -1).view(np.uint8)[dst] = src[loc]
+                    out[sec].reshape(out[sec].shape[0], -1).view(np.uint8)[dst] = src[loc]
             if self.verify_samples and sh.crcs is not None:
                 need[s0:s1] = self._to_check(sh, loc)
         any_need = bool(need.any())
@@ -687,8 +685,8 @@ class Warehouse:
                     self._read_rows(sh, "image", ll_l[p0], rows_l[p0:p1], mv, img)
                     self.cold_runs += 1
                 if small and not self._map_sections:
-                    for key, sec, size in small:
-                        self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[key]).cast("B"), size)
+                    for sec, size in small:
+                        self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
                 if check:
                     piece = need[p0:p1]
                     if piece.any():
@@ -872,8 +870,7 @@ def _stored_crcs(raw, sections, layout, local):
         return _compact.crc_stored(raw, sections, layout, local)
     n = int(sections["crc_table"].shape[0])
     views = [raw[sections[sec]:sections[sec] + n * size].reshape(n, size) for sec, size in
-             (("image", layout.image_bytes), ("boxes", layout.box_bytes), ("mask", layout.mask_bytes),
-              ("records", layout.record_size), ("extras", layout.extra_bytes)) if size]
+             [("image", layout.image_bytes)] + layout.small_sections() if size]
     return _crc32c.crc32c_rows(views, local)
 
 
