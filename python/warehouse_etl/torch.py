@@ -255,9 +255,9 @@ class _ReadAhead:
     before it found every image run in the page cache (``cold_runs``, the warehouse's
     count of runs read with preadv, did not move since that plan started): on a warm
     cache the advice only costs (10-12% of a warm epoch at one reader thread), and the
-    first batch of an epoch, never advised, tells a cold cache at once. With ``threads`` 0 nothing is read here:
-    the plan only tracks which batch comes next, for the advice, and the caller reads
-    each.
+    first batch of an epoch, never advised, tells a cold cache at once. With ``threads``
+    0 nothing is read here: the plan only tracks which batch comes next, for the advice
+    and the checks, and the caller reads each.
 
     ``read`` is a bound method of the dataset, held weakly: the dataset owns this
     object, not the other way round, so dropping the dataset stops the threads."""
