@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/x448/float16"
@@ -102,7 +103,10 @@ type BatchOptions struct {
 	// means 2. Memory is (Prefetch+1) batch buffers.
 	Prefetch int
 	// Workers is how many goroutines fill batches; 0 means
-	// min(Prefetch, GOMAXPROCS).
+	// min(GOMAXPROCS, 8). A batch is split into pieces of a few rows
+	// that the workers fill at once, so workers beyond Prefetch are
+	// not idle: on a machine with cores to spare a checked first epoch
+	// spreads its CRC-32C over them without more batch memory.
 	Workers int
 	// StartPosition is the global position of the epoch order the batches
 	// start at: 0, or where a job that is resumed stopped (Position; any
@@ -123,7 +127,7 @@ func (o *BatchOptions) resolve() error {
 		o.Prefetch = 2
 	}
 	if o.Workers == 0 {
-		o.Workers = min(o.Prefetch, runtime.GOMAXPROCS(0))
+		o.Workers = min(runtime.GOMAXPROCS(0), maxDefaultWorkers)
 	}
 	switch {
 	case o.BatchSize < 1:
@@ -537,10 +541,65 @@ type BatchIterator struct {
 	wg      sync.WaitGroup
 }
 
+// maxDefaultWorkers caps the default number of fill goroutines: a few
+// cores copy and check as fast as memory delivers.
+const maxDefaultWorkers = 8
+
+// minPieceBytes is the least image bytes a piece of a batch carries, so
+// that small samples are not handed out a row at a time (a variable for
+// the tests, whose samples are a few bytes).
+var minPieceBytes = 1 << 20
+
+// batchJob is one batch being filled, in pieces (batchPiece): the worker
+// that finishes its last piece closes done.
 type batchJob struct {
 	batch *Batch
-	err   error
+	err   error // the first failed piece's error, in row order; set before done closes
 	done  chan struct{}
+	left  atomic.Int32 // pieces not finished
+	errs  []error      // per piece
+}
+
+// batchPiece is rows [lo, hi) of a batch: the unit a worker fills.
+type batchPiece struct {
+	job    *batchJob
+	k      int // piece number
+	lo, hi int
+}
+
+// newBatchJob splits b into at most workers pieces of whole rows, each
+// of at least minPieceBytes of images where the batch has them.
+func newBatchJob(b *Batch, workers int) (*batchJob, []batchPiece) {
+	n := b.Len()
+	per := max((n+workers-1)/workers, 1)
+	if img := int(b.Layout.ImageBytes()); img > 0 {
+		per = max(per, (minPieceBytes+img-1)/img)
+	}
+	job := &batchJob{batch: b, done: make(chan struct{})}
+	var pieces []batchPiece
+	for lo := 0; lo < n; lo += per {
+		pieces = append(pieces, batchPiece{job: job, k: len(pieces), lo: lo, hi: min(lo+per, n)})
+	}
+	job.errs = make([]error, len(pieces))
+	job.left.Store(int32(len(pieces)))
+	return job, pieces
+}
+
+// finish records piece k's outcome; the last piece to finish sets the
+// job's error (the lowest piece's, which is what filling the rows in
+// order would have met first) and closes done.
+func (job *batchJob) finish(k int, err error) {
+	job.errs[k] = err
+	if job.left.Add(-1) != 0 {
+		return
+	}
+	for _, e := range job.errs {
+		if e != nil {
+			job.err = e
+			break
+		}
+	}
+	close(job.done)
 }
 
 // Batches starts an iterator over one rank's batches of one epoch. Close it
@@ -581,7 +640,7 @@ func newBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions, p
 		it.buffers = append(it.buffers, b)
 		it.free <- b
 	}
-	jobs := make(chan *batchJob)
+	jobs := make(chan batchPiece)
 	it.wg.Add(1 + opts.Workers)
 	go it.dispatch(jobs)
 	for range opts.Workers {
@@ -593,9 +652,11 @@ func newBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions, p
 // Len is the number of batches this rank gets in this epoch.
 func (it *BatchIterator) Len() int { return len(it.plan) }
 
-// dispatch assigns a free buffer to each planned batch in order. A buffer
-// becomes free when the caller moves past it, which is the prefetch bound.
-func (it *BatchIterator) dispatch(jobs chan<- *batchJob) {
+// dispatch assigns a free buffer to each planned batch in order and hands
+// its pieces to the workers. A buffer becomes free when the caller moves
+// past it, which is the prefetch bound. Batch t's pieces are all queued
+// before batch t+1's, so the workers finish the batches in order.
+func (it *BatchIterator) dispatch(jobs chan<- batchPiece) {
 	defer it.wg.Done()
 	defer close(it.pending)
 	defer close(jobs)
@@ -609,46 +670,49 @@ func (it *BatchIterator) dispatch(jobs chan<- *batchJob) {
 		it.readAhead(t) // readahead.go
 		b.Epoch, b.Number, b.Repeats = it.opts.Epoch, t, p.Repeats
 		copy(b.Indices, p.Indices)
-		job := &batchJob{batch: b, done: make(chan struct{})}
+		job, pieces := newBatchJob(b, it.opts.Workers)
 		it.pending <- job // never blocks: at most Prefetch+1 buffers exist
-		select {
-		case jobs <- job:
-		case <-it.ctx.Done():
-			job.err = it.ctx.Err()
-			close(job.done)
-			return
+		for k, piece := range pieces {
+			select {
+			case jobs <- piece:
+			case <-it.ctx.Done():
+				for _, q := range pieces[k:] {
+					job.finish(q.k, it.ctx.Err())
+				}
+				return
+			}
 		}
 	}
 }
 
-func (it *BatchIterator) work(jobs <-chan *batchJob) {
+func (it *BatchIterator) work(jobs <-chan batchPiece) {
 	defer it.wg.Done()
-	for job := range jobs {
-		job.err = it.fill(job.batch)
-		close(job.done)
+	for piece := range jobs {
+		piece.job.finish(piece.k, it.fill(piece.job.batch, piece.lo, piece.hi))
 	}
 }
 
-func (it *BatchIterator) fill(b *Batch) error {
+// fill reads rows [lo, hi) of b.
+func (it *BatchIterator) fill(b *Batch, lo, hi int) error {
 	if it.runs != nil {
-		return it.fillRuns(b)
+		return it.fillRuns(b, lo, hi)
 	}
-	for j, i := range b.Indices {
+	for j := lo; j < hi; j++ {
 		if err := it.ctx.Err(); err != nil {
 			return err
 		}
-		if err := it.src.ReadSampleInto(i, b.Slot(j)); err != nil {
+		if err := it.src.ReadSampleInto(b.Indices[j], b.Slot(j)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// fillRuns reads each maximal run of consecutive sample indices of b with
-// one ReadRunInto call.
-func (it *BatchIterator) fillRuns(b *Batch) error {
-	idx := b.Indices
-	for j := 0; j < len(idx); {
+// fillRuns reads each maximal run of consecutive sample indices of rows
+// [lo, hi) of b with one ReadRunInto call.
+func (it *BatchIterator) fillRuns(b *Batch, lo, hi int) error {
+	idx := b.Indices[:hi]
+	for j := lo; j < len(idx); {
 		if err := it.ctx.Err(); err != nil {
 			return err
 		}

@@ -179,6 +179,15 @@ func TestBatchIteratorDeliversPlannedSamples(t *testing.T) {
 			opts := BatchOptions{BatchSize: 3, Seed: 5, Epoch: tc.epoch, Rank: 1, WorldSize: 2, Shuffle: tc.shuffle, Remainder: PadRemainder, Prefetch: 2, Workers: 2}
 			checkBatches(t, r, fx.Layout, opts)
 		}
+		// Batches split into pieces of one and two rows, filled by more
+		// workers than batches in flight (runs cut at the pieces' edges).
+		restore := SetMinPieceBytes(1)
+		for _, w := range []int{2, 3, 5} {
+			for _, sh := range []Shuffle{ShuffleNone, ShuffleGlobal} {
+				checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 3, Seed: 7, Epoch: 1, Shuffle: sh, Remainder: PadRemainder, Prefetch: 1, Workers: w})
+			}
+		}
+		restore()
 		r.Close()
 	}
 }
@@ -264,9 +273,11 @@ func checkBatches(t *testing.T, r *Reader, l shard.Layout, opts BatchOptions) {
 	}
 }
 
-// failingSource fails at one index and counts concurrent fills.
+// failingSource fails at index failAt (and at also, when set) and counts
+// concurrent fills.
 type failingSource struct {
 	n, failAt int
+	also      map[int]bool
 	layout    shard.Layout
 	calls     atomic.Int64
 	delay     time.Duration
@@ -278,11 +289,33 @@ func (f *failingSource) ShardStarts() []int   { return []int{0} }
 func (f *failingSource) ReadSampleInto(i int, dst SampleSlot) error {
 	f.calls.Add(1)
 	time.Sleep(f.delay)
-	if i == f.failAt {
+	if i == f.failAt || f.also[i] {
 		return fmt.Errorf("sample %d: disk on fire", i)
 	}
 	dst.Image[0] = byte(i)
 	return nil
+}
+
+func TestBatchPieces(t *testing.T) {
+	big := shard.Layout{DType: shard.U8, Width: 384, Height: 384, Channels: 3} // 442,368 bytes: 3 rows make 1 MiB
+	tiny := shard.Layout{DType: shard.F16, Width: 1, Height: 1, Channels: 1}
+	for _, tc := range []struct {
+		l             shard.Layout
+		size, workers int
+		want          [][2]int
+	}{
+		{big, 32, 1, [][2]int{{0, 32}}},
+		{big, 32, 2, [][2]int{{0, 16}, {16, 32}}},
+		{big, 32, 8, [][2]int{{0, 4}, {4, 8}, {8, 12}, {12, 16}, {16, 20}, {20, 24}, {24, 28}, {28, 32}}},
+		{big, 32, 16, [][2]int{{0, 3}, {3, 6}, {6, 9}, {9, 12}, {12, 15}, {15, 18}, {18, 21}, {21, 24}, {24, 27}, {27, 30}, {30, 32}}},
+		{big, 5, 8, [][2]int{{0, 3}, {3, 5}}},
+		{big, 1, 8, [][2]int{{0, 1}}},
+		{tiny, 256, 8, [][2]int{{0, 256}}},
+	} {
+		if got := BatchPieces(tc.l, tc.size, tc.workers); !slices.Equal(got, tc.want) {
+			t.Errorf("%dx%d, %d rows, %d workers: pieces %v, want %v", tc.l.Width, tc.l.Height, tc.size, tc.workers, got, tc.want)
+		}
+	}
 }
 
 func TestBatchIteratorErrorsAndCancel(t *testing.T) {
@@ -310,6 +343,23 @@ func TestBatchIteratorErrorsAndCancel(t *testing.T) {
 		t.Fatalf("error is not sticky: %v", err)
 	}
 	it.Close()
+
+	// A batch in pieces: the error is the first failing row's, as when the
+	// rows are filled in order, whichever piece fails first in time (the
+	// later row fails at once, the earlier one after a delay).
+	restore := SetMinPieceBytes(1)
+	defer restore()
+	for _, w := range []int{1, 2, 5} {
+		src := &failingSource{n: 20, failAt: 3, also: map[int]bool{8: true}, layout: l, delay: time.Millisecond}
+		it, err := NewBatchIterator(context.Background(), src, BatchOptions{BatchSize: 10, Prefetch: 1, Workers: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := it.Next(); err == nil || err.Error() != "sample 3: disk on fire" {
+			t.Fatalf("%d workers: error %v, want sample 3's", w, err)
+		}
+		it.Close()
+	}
 
 	// Prefetch is bounded: a consumer that stops leaves at most
 	// (Prefetch+1) batches filled.

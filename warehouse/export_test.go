@@ -21,6 +21,24 @@ const VerifyChunk = verifyChunk
 // NewBatch is newBatch.
 var NewBatch = newBatch
 
+// SetMinPieceBytes sets minPieceBytes until the returned func restores it.
+func SetMinPieceBytes(n int) (restore func()) {
+	old := minPieceBytes
+	minPieceBytes = n
+	return func() { minPieceBytes = old }
+}
+
+// BatchPieces is the rows [lo, hi) of each piece newBatchJob splits a
+// batch of size rows of layout l into for workers goroutines.
+func BatchPieces(l shard.Layout, size, workers int) [][2]int {
+	_, pieces := newBatchJob(newBatch(l, size), workers)
+	var out [][2]int
+	for _, p := range pieces {
+		out = append(out, [2]int{p.lo, p.hi})
+	}
+	return out
+}
+
 // NewMemReader is newReader over shard files held in memory (FuzzOpen).
 func NewMemReader(dir string, m *Manifest, opts OpenOptions, files fstest.MapFS) (*Reader, error) {
 	return newReader(dir, m, opts, slog.New(slog.DiscardHandler), memFiles{files})

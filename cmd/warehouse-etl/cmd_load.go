@@ -133,7 +133,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Remainder, "remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
 	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
 	fs.IntVar(&o.ReadAhead, "read-ahead", 0, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) for cold reads; 0 = off")
-	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches; 0 = min(prefetch, CPUs)")
+	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches, each batch split among them; 0 = min(CPUs, 8)")
 	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
 	fs.IntVar(&o.StartPosition, "start-position", 0, "start the first epoch at this global position of its order, as a resumed job (any --world; reading.md \"Resuming\")")
 	fs.Var(&o.Mix, "mix", "PATH=WEIGHT: read a mixture of warehouses of one layout (repeat; instead of --tensor-warehouse)")
