@@ -10,7 +10,96 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // a followed by b.
 func crc32c(crc uint32, p ...[]byte) uint32 {
 	for _, b := range p {
+		if foldAvailable { // checksum_amd64.go
+			crc = ^crc
+			for len(b) >= foldChunk {
+				crc = castagnoliFold(crc, b[:foldChunk], &foldK)
+				b = b[foldChunk:]
+			}
+			crc = ^crc
+		}
 		crc = crc32.Update(crc, castagnoli, b)
 	}
 	return crc
+}
+
+// Folding (checksum_amd64.s) computes CRC-32C 2x faster than hash/crc32
+// where the CPU has 256-bit carry-less multiplication. hash/crc32's SSE4.2
+// loop is bound by the CRC32 instruction's throughput (8 bytes a cycle);
+// the fold runs it and carry-less multiplications (Gopal et al., "Fast CRC
+// Computation for Generic Polynomials Using PCLMULQDQ Instruction", Intel,
+// 2009, for a bit-reflected CRC) side by side, on different execution
+// units. A chunk of foldChunk bytes is foldVector bytes reduced by
+// multiplication in four 256-bit accumulators, 128 bytes a step, to a
+// 128-bit remainder whose CRC the CRC32 instruction computes, then three
+// streams of foldStream bytes that the CRC32 instruction takes 8 bytes at a
+// time, 48 bytes of each per step; the four CRCs are joined by shifting
+// each by the bytes that follow it (foldShift). Inputs are folded a chunk
+// at a time; what is left over goes to hash/crc32.
+const (
+	foldSteps  = 64
+	foldVector = foldSteps * 128
+	foldStream = foldSteps * 48
+	foldChunk  = foldVector + 3*foldStream // 17,408 bytes
+	foldMin    = foldChunk
+)
+
+// foldConstants are the multipliers of the fold. Each pair (lo, hi) is the
+// one a 128-bit lane's low and high halves are multiplied by to move them d
+// bits further on: (foldConst(d+32), foldConst(d-32)). shift[j] (padded to
+// 16 bytes) moves a CRC register over (3-j)*foldStream bytes.
+type foldConstants struct {
+	by128 [4]uint64 // d = 1024, both lanes: one step
+	by32  [4]uint64 // d = 256, both lanes: one accumulator onto the next
+	lanes [4]uint64 // d = 128 for lane 0 onto lane 1; lane 1 zero
+	shift [3][2]uint64
+}
+
+var foldK = newFoldConstants(crc32.Castagnoli)
+
+func newFoldConstants(reflected uint32) foldConstants {
+	pair := func(d uint) []uint64 { return []uint64{foldConst(reflected, d+32), foldConst(reflected, d-32)} }
+	var k foldConstants
+	for lane := range 2 {
+		copy(k.by128[2*lane:], pair(1024))
+		copy(k.by32[2*lane:], pair(256))
+	}
+	copy(k.lanes[:], pair(128))
+	for j := range 3 {
+		k.shift[j][0] = foldShift(reflected, (3-j)*foldStream)
+	}
+	return k
+}
+
+// foldShift is the multiplier that moves a CRC register c over n zero
+// bytes: c*x^(8n) mod P is the CRC32 instruction's CRC, from a zero
+// register, of the 8 bytes of the carry-less product of c and
+// foldConst(8n-32) (whose degree is below 64).
+func foldShift(reflected uint32, n int) uint64 {
+	return foldConst(reflected, uint(8*n-32))
+}
+
+// foldConst is x^e mod P for the CRC whose bit-reflected polynomial is
+// reflected, as the folds multiply by it: bit-reflected and shifted left by
+// one (33 bits). For the IEEE polynomial these are the constants of the
+// Intel paper (foldConst(IEEE, 544) = 0x154442bd4: TestFoldConstants).
+func foldConst(reflected uint32, e uint) uint64 {
+	var p uint64 = 1<<32 | uint64(reverse32(reflected))
+	r := uint64(1)
+	for range e {
+		r <<= 1
+		if r&(1<<32) != 0 {
+			r ^= p
+		}
+	}
+	return uint64(reverse32(uint32(r))) << 1
+}
+
+func reverse32(v uint32) uint32 {
+	var r uint32
+	for range 32 {
+		r = r<<1 | v&1
+		v >>= 1
+	}
+	return r
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -163,6 +164,97 @@ func TestUncheckedShard(t *testing.T) {
 			}
 			if err := r.Check(); err != nil {
 				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestFoldConstants checks foldConst against the published constants of
+// the IEEE polynomial (the Intel paper's k1-k5, as hash/crc32's amd64 code
+// has them) and the CRC-32C ones (k1, k2 of the same paper's method, as
+// the Linux kernel's crc32c-pcl-intel has them).
+func TestFoldConstants(t *testing.T) {
+	for _, tc := range []struct {
+		poly uint32
+		e    uint
+		want uint64
+	}{
+		{crc32.IEEE, 544, 0x154442bd4},
+		{crc32.IEEE, 480, 0x1c6e41596},
+		{crc32.IEEE, 160, 0x1751997d0},
+		{crc32.IEEE, 96, 0x0ccaa009e},
+		{crc32.IEEE, 64, 0x163cd6124},
+		{crc32.Castagnoli, 544, 0x740eef02},
+		{crc32.Castagnoli, 480, 0x9e4addf8},
+	} {
+		if got := foldConst(tc.poly, tc.e); got != tc.want {
+			t.Errorf("foldConst(0x%08x, %d) = 0x%x, want 0x%x", tc.poly, tc.e, got, tc.want)
+		}
+	}
+}
+
+// TestCRC32CFold compares crc32c with hash/crc32 around the fold's
+// thresholds and block multiples, at every alignment of the start, from
+// random and extreme registers, in one piece and continued across pieces.
+// Where the CPU has no fold (foldAvailable false) both sides are hash/crc32
+// and the test says so.
+func TestCRC32CFold(t *testing.T) {
+	if !foldAvailable {
+		t.Log("no AVX-512 VPCLMULQDQ here: crc32c is hash/crc32 throughout")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	buf := make([]byte, 1<<20+64)
+	for k := range buf {
+		buf[k] = byte(rng.UintN(256))
+	}
+	lengths := []int{foldMin - 1, foldMin, foldMin + 1, 2*foldChunk - 1, 2 * foldChunk, 3*foldChunk + 5, 4096, 442368, 1 << 20}
+	for range 40 {
+		lengths = append(lengths, foldMin+int(rng.UintN(200000)))
+	}
+	table := crc32.MakeTable(crc32.Castagnoli)
+	for _, n := range lengths {
+		for _, align := range []int{0, 1, 7, 8, 15, 33, 63} {
+			data := buf[align : align+n]
+			for _, init := range []uint32{0, 0xFFFFFFFF, rng.Uint32()} {
+				want := crc32.Update(init, table, data)
+				if got := crc32c(init, data); got != want {
+					t.Fatalf("%d bytes at +%d from 0x%08x: crc32c 0x%08x, hash/crc32 0x%08x", n, align, init, got, want)
+				}
+			}
+		}
+		cut := n / 2
+		if got, want := crc32c(0, buf[:cut], buf[cut:n]), crc32.Checksum(buf[:n], table); got != want {
+			t.Fatalf("%d bytes in two pieces: 0x%08x, want 0x%08x", n, got, want)
+		}
+	}
+	// All zeros and all ones: no carry-less product may lose a bit.
+	for _, fill := range []byte{0, 0xFF} {
+		data := bytes.Repeat([]byte{fill}, 5000)
+		if got, want := crc32c(0, data), crc32cBitwise(data); got != want {
+			t.Fatalf("5000 bytes of 0x%02x: 0x%08x, bitwise 0x%08x", fill, got, want)
+		}
+	}
+}
+
+// BenchmarkCRC32C: crc32c (the fold where the CPU has it) against
+// hash/crc32 on a letterboxed 384x384 u8 image (442,368 bytes) and on 4 KiB.
+func BenchmarkCRC32C(b *testing.B) {
+	table := crc32.MakeTable(crc32.Castagnoli)
+	for _, n := range []int{4096, 442368} {
+		data := make([]byte, n)
+		for k := range data {
+			data[k] = byte(k * 7)
+		}
+		b.Run(fmt.Sprintf("crc32c/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				crc32c(0, data)
+			}
+		})
+		b.Run(fmt.Sprintf("hash-crc32/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				crc32.Checksum(data, table)
 			}
 		})
 	}

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package shard
+
+// foldAvailable: the fold is written for amd64 only; elsewhere hash/crc32
+// (the CRC32 instructions on arm64) computes every byte.
+const foldAvailable = false
+
+func castagnoliFold(crc uint32, p []byte, k *foldConstants) uint32 {
+	panic("shard: castagnoliFold without the fold")
+}
