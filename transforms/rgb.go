@@ -160,10 +160,7 @@ func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
 			yrow := m.Y[y*m.YStride : y*m.YStride+w]
 			cb := m.Cb[y*m.CStride : y*m.CStride+w]
 			cr := m.Cr[y*m.CStride : y*m.CStride+w]
-			d := dst[y*stride : y*stride+3*w]
-			for x := range yrow {
-				d[3*x], d[3*x+1], d[3*x+2] = ycbcrToRGB(yrow[x], cb[x], cr[x])
-			}
+			convertYCbCrRow1(dst[y*stride:y*stride+3*w], yrow, cb, cr)
 		}
 		return true
 	}
@@ -192,26 +189,61 @@ func convertYCbCr(dst []byte, stride int, m *image.YCbCr) bool {
 
 // convertYCbCrRow2 converts one row whose chroma is subsampled 2:1
 // horizontally: luma yrow, chroma samples cb and cr from the row's start.
-// It is ycbcrToRGB with the chroma products computed once per pixel pair
-// and everything inlined: the same integers, so the same bytes (tested
+// It is ycbcrToRGB with the products looked up (ycbcrTab), the chroma
+// ones once per pixel pair: the same integers, so the same bytes (tested
 // against color.YCbCrToRGB).
 func convertYCbCrRow2(dst, yrow, cb, cr []byte) {
+	t := &ycbcrTab
 	x, ci := 0, 0
 	for ; x+1 < len(yrow); x, ci = x+2, ci+1 {
-		cb1 := int32(cb[ci]) - 128
-		cr1 := int32(cr[ci]) - 128
-		rc := 91881 * cr1
-		gc := -22554*cb1 - 46802*cr1
-		bc := 116130 * cb1
-		y0, y1 := int32(yrow[x])*0x10101, int32(yrow[x+1])*0x10101
+		c, r := cb[ci], cr[ci]
+		rc, gc, bc := t.rCr[r], t.gCb[c]+t.gCr[r], t.bCb[c]
+		y0, y1 := t.y[yrow[x]], t.y[yrow[x+1]]
 		d := dst[3*x : 3*x+6 : 3*x+6]
-		d[0], d[1], d[2] = clamp8(y0+rc), clamp8(y0+gc), clamp8(y0+bc)
-		d[3], d[4], d[5] = clamp8(y1+rc), clamp8(y1+gc), clamp8(y1+bc)
+		d[0], d[1], d[2] = t.clamp[uint32(y0+rc)>>16&1023], t.clamp[uint32(y0+gc)>>16&1023], t.clamp[uint32(y0+bc)>>16&1023]
+		d[3], d[4], d[5] = t.clamp[uint32(y1+rc)>>16&1023], t.clamp[uint32(y1+gc)>>16&1023], t.clamp[uint32(y1+bc)>>16&1023]
 	}
 	if x < len(yrow) {
 		dst[3*x], dst[3*x+1], dst[3*x+2] = ycbcrToRGB(yrow[x], cb[ci], cr[ci])
 	}
 }
+
+// convertYCbCrRow1 converts one row with a chroma sample per pixel (jpegdec's
+// scaled output): ycbcrToRGB with the products and the clamping looked up
+// (ycbcrTab), the same integers, so the same bytes.
+func convertYCbCrRow1(dst, yrow, cb, cr []byte) {
+	cb, cr = cb[:len(yrow)], cr[:len(yrow)]
+	t := &ycbcrTab
+	for x, yv := range yrow {
+		c, r := cb[x], cr[x]
+		y1 := t.y[yv]
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0] = t.clamp[uint32(y1+t.rCr[r])>>16&1023]
+		d[1] = t.clamp[uint32(y1+t.gCb[c]+t.gCr[r])>>16&1023]
+		d[2] = t.clamp[uint32(y1+t.bCb[c])>>16&1023]
+	}
+}
+
+// ycbcrTab holds ycbcrToRGB's products by input byte. Its sums plus
+// biasRGB are non-negative below 2^26, so (sum>>16)&1023 indexes clamp,
+// which maps them back to 0..255 as clampShift16 does.
+var ycbcrTab = func() (t struct {
+	y, rCr, gCb, gCr, bCb [256]int32
+	clamp                 [1024]uint8
+}) {
+	for i := range 256 {
+		v := int32(i) - 128
+		t.y[i] = int32(i)*0x10101 + biasRGB
+		t.rCr[i], t.gCb[i], t.gCr[i], t.bCb[i] = 91881*v, -22554*v, -46802*v, 116130*v
+	}
+	for i := range t.clamp {
+		t.clamp[i] = clamp8(int32(i-biasRGB>>16) << 16)
+	}
+	return t
+}()
+
+// biasRGB lifts ycbcrToRGB's sums (down to -226*2^16) above zero.
+const biasRGB = 256 << 16
 
 // ycbcrToRGB is color.YCbCrToRGB, written out so the compiler inlines it into
 // the pixel loop; an exhaustive test keeps the two identical.

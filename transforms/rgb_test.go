@@ -218,3 +218,35 @@ func TestAlphaDropped(t *testing.T) {
 		})
 	}
 }
+
+// The row converters equal color.YCbCrToRGB for all 2^24 inputs: per luma
+// value, a row of every (Cb, Cr) (convertYCbCrRow2: a chroma sample per
+// pixel pair, an odd width for its last pixel).
+func TestConvertYCbCrRowsMatchStd(t *testing.T) {
+	const n = 1 << 16
+	yrow, cb, cr, dst := make([]byte, 2*n+1), make([]byte, n+1), make([]byte, n+1), make([]byte, 6*n+3)
+	for i := range n + 1 {
+		cb[i], cr[i] = uint8(i), uint8(i>>8)
+	}
+	for y := range 256 {
+		for i := range yrow {
+			yrow[i] = uint8(y)
+		}
+		for _, sub := range []int{1, 2} {
+			w := n
+			if sub == 2 {
+				w = 2*n + 1
+				convertYCbCrRow2(dst[:3*w], yrow[:w], cb, cr)
+			} else {
+				convertYCbCrRow1(dst[:3*w], yrow[:w], cb[:w], cr[:w])
+			}
+			for x := range w {
+				i := x / sub
+				r, g, b := color.YCbCrToRGB(uint8(y), cb[i], cr[i])
+				if dst[3*x] != r || dst[3*x+1] != g || dst[3*x+2] != b {
+					t.Fatalf("1/%d chroma, Y %d Cb %d Cr %d: %v, color.YCbCrToRGB %d,%d,%d", sub, y, cb[i], cr[i], dst[3*x:3*x+3], r, g, b)
+				}
+			}
+		}
+	}
+}
