@@ -85,12 +85,12 @@ func checkChecksumSection(t *testing.T, b []byte) {
 // FuzzCRC32C: crc32c (the fold where the CPU has it) equals hash/crc32's
 // CRC-32C for any bytes, register and split point.
 func FuzzCRC32C(f *testing.F) {
-	f.Add(uint32(0), uint16(0), make([]byte, foldMin))
-	f.Add(uint32(0xFFFFFFFF), uint16(100), bytes.Repeat([]byte{0xA5}, 3*foldMin+17))
+	f.Add(uint32(0), uint16(0), make([]byte, foldChunk))
+	f.Add(uint32(0xFFFFFFFF), uint16(100), bytes.Repeat([]byte{0xA5}, 3*foldChunk+17))
 	table := crc32.MakeTable(crc32.Castagnoli)
 	f.Fuzz(func(t *testing.T, init uint32, cut uint16, data []byte) {
-		if len(data) < foldMin { // short inputs never reach the fold: make them long
-			data = bytes.Repeat(data, foldMin/max(len(data), 1)+1)
+		if len(data) < foldChunk { // short inputs never reach the fold: make them long
+			data = bytes.Repeat(data, foldChunk/max(len(data), 1)+1)
 		}
 		want := crc32.Update(init, table, data)
 		if got := crc32c(init, data); got != want {
