@@ -1,6 +1,9 @@
 package shard
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"math/bits"
+)
 
 // castagnoli is the CRC-32C table. hash/crc32 computes it with the SSE4.2
 // (amd64) or CRC32 (arm64) instructions where the CPU has them.
@@ -10,7 +13,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // a followed by b.
 func crc32c(crc uint32, p ...[]byte) uint32 {
 	for _, b := range p {
-		if foldAvailable { // checksum_amd64.go
+		if foldAvailable && len(b) >= foldChunk { // checksum_amd64.go
 			crc = ^crc
 			for len(b) >= foldChunk {
 				crc = castagnoliFold(crc, b[:foldChunk], &foldK)
@@ -84,7 +87,7 @@ func foldShift(reflected uint32, n int) uint64 {
 // one (33 bits). For the IEEE polynomial these are the constants of the
 // Intel paper (foldConst(IEEE, 544) = 0x154442bd4: TestFoldConstants).
 func foldConst(reflected uint32, e uint) uint64 {
-	var p uint64 = 1<<32 | uint64(reverse32(reflected))
+	var p uint64 = 1<<32 | uint64(bits.Reverse32(reflected))
 	r := uint64(1)
 	for range e {
 		r <<= 1
@@ -92,14 +95,5 @@ func foldConst(reflected uint32, e uint) uint64 {
 			r ^= p
 		}
 	}
-	return uint64(reverse32(uint32(r))) << 1
-}
-
-func reverse32(v uint32) uint32 {
-	var r uint32
-	for range 32 {
-		r = r<<1 | v&1
-		v >>= 1
-	}
-	return r
+	return uint64(bits.Reverse32(uint32(r))) << 1
 }
