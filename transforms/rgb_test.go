@@ -220,8 +220,11 @@ func TestAlphaDropped(t *testing.T) {
 }
 
 // The row converters equal color.YCbCrToRGB for all 2^24 inputs: per luma
-// value, a row of every (Cb, Cr) (convertYCbCrRow2: a chroma sample per
-// pixel pair, an odd width for its last pixel).
+// value, a row of every (Cb, Cr) through convertYCbCrRow1 (the SIMD steps
+// where the CPU has them), convertYCbCrRow1Go and convertYCbCrRow2 (a chroma
+// sample per pixel pair, an odd width for its last pixel).
+// TestConvertYCbCrRow1Widths covers the rows that are not 16-pixel
+// multiples.
 func TestConvertYCbCrRowsMatchStd(t *testing.T) {
 	const n = 1 << 16
 	yrow, cb, cr, dst := make([]byte, 2*n+1), make([]byte, n+1), make([]byte, n+1), make([]byte, 6*n+3)
@@ -232,20 +235,45 @@ func TestConvertYCbCrRowsMatchStd(t *testing.T) {
 		for i := range yrow {
 			yrow[i] = uint8(y)
 		}
-		for _, sub := range []int{1, 2} {
-			w := n
-			if sub == 2 {
-				w = 2*n + 1
-				convertYCbCrRow2(dst[:3*w], yrow[:w], cb, cr)
-			} else {
+		for _, conv := range []string{"Row1", "Row1Go", "Row2"} {
+			sub, w := 1, n
+			switch conv {
+			case "Row1":
 				convertYCbCrRow1(dst[:3*w], yrow[:w], cb[:w], cr[:w])
+			case "Row1Go":
+				convertYCbCrRow1Go(dst[:3*w], yrow[:w], cb[:w], cr[:w])
+			case "Row2":
+				sub, w = 2, 2*n+1
+				convertYCbCrRow2(dst[:3*w], yrow[:w], cb, cr)
 			}
 			for x := range w {
 				i := x / sub
 				r, g, b := color.YCbCrToRGB(uint8(y), cb[i], cr[i])
 				if dst[3*x] != r || dst[3*x+1] != g || dst[3*x+2] != b {
-					t.Fatalf("1/%d chroma, Y %d Cb %d Cr %d: %v, color.YCbCrToRGB %d,%d,%d", sub, y, cb[i], cr[i], dst[3*x:3*x+3], r, g, b)
+					t.Fatalf("%s, Y %d Cb %d Cr %d: %v, color.YCbCrToRGB %d,%d,%d", conv, y, cb[i], cr[i], dst[3*x:3*x+3], r, g, b)
 				}
+			}
+		}
+	}
+}
+
+// convertYCbCrRow1 of every width from 0 to 70 and at every start offset
+// in its buffers equals convertYCbCrRow1Go, and leaves the bytes after the
+// row alone.
+func TestConvertYCbCrRow1Widths(t *testing.T) {
+	n := noise(9)
+	src := make([]byte, 3*80)
+	for i := range src {
+		src[i] = uint8(n.next())
+	}
+	for w := range 71 {
+		for off := range 3 {
+			y, cb, cr := src[off:off+w], src[80+off:80+off+w], src[160+off:160+off+w]
+			got, want := bytes.Repeat([]byte{0xEE}, 3*w+5), bytes.Repeat([]byte{0xEE}, 3*w+5)
+			convertYCbCrRow1(got[:3*w], y, cb, cr)
+			convertYCbCrRow1Go(want[:3*w], y, cb, cr)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("width %d at +%d: %v, want %v", w, off, got, want)
 			}
 		}
 	}
