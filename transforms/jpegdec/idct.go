@@ -5,6 +5,11 @@ package jpegdec
 func reconstruct(blk *[blockSize]int32, scale int, dst []byte, stride int) {
 	switch scale {
 	case 1:
+		if idctSIMD { // idct_amd64.go
+			_ = dst[7*stride+7]
+			idct8Level(blk, &dst[0], stride, &idctK)
+			return
+		}
 		idct8(blk)
 		for y := 0; y < 8; y++ {
 			row := dst[y*stride : y*stride+8 : y*stride+8]
@@ -46,6 +51,33 @@ func reconstructDC(dc int32, scale int, dst []byte, stride int) {
 		}
 	}
 }
+
+// idctConstants are idct8's multipliers and offsets, each in all 8 lanes,
+// for idct8Level; a dctBox by (kcos, ksin) takes kcos, ksin-kcos and
+// kcos+ksin.
+type idctConstants [16][8]int32
+
+var idctK = func() (k idctConstants) {
+	set := func(i int, v int32) {
+		for j := range k[i] {
+			k[i][j] = v
+		}
+	}
+	box := func(i int, kcos, ksin int32) {
+		set(i, kcos)
+		set(i+1, ksin-kcos)
+		set(i+2, kcos+ksin)
+	}
+	box(0, fix(sqrt2inv_cos6, 18), -fix(sqrt2inv_sin6, 18))  // rows
+	box(3, fix(cos3, 12), -fix(sin3, 12))                    // both passes
+	box(6, fix(cos1, 12), -fix(sin1, 12))                    // both passes
+	set(9, fix(sqrt2inv, 8))                                 // rows
+	box(10, fix(sqrt2inv_cos6, 12), -fix(sqrt2inv_sin6, 12)) // columns
+	set(13, fix(sqrt2inv, 14))                               // columns
+	set(14, 1<<19)                                           // columns: rounding
+	set(15, 128)                                             // level shift
+	return k
+}()
 
 // level8 is image/jpeg's level shift and clip of an 8x8 IDCT output
 // (without branches: noisy blocks clip often enough to mispredict them).

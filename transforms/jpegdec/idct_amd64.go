@@ -1,0 +1,15 @@
+//go:build amd64 && !purego
+
+package jpegdec
+
+import "golang.org/x/sys/cpu"
+
+// idctSIMD: reconstruct at scale 1 runs idct8Level (idct_amd64.s, AVX2)
+// instead of idct8 and level8 in Go: the same bytes (TestIDCT8LevelSIMD).
+var idctSIMD = cpu.X86.HasAVX2
+
+// idct8Level is idct8 of b, then level8 of each output into 8 rows of 8
+// bytes at dst, stride apart. b is left as it was or changed (scratch).
+//
+//go:noescape
+func idct8Level(b *[blockSize]int32, dst *byte, stride int, k *idctConstants)
