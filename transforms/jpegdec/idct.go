@@ -19,6 +19,11 @@ func reconstruct(blk *[blockSize]int32, scale int, dst []byte, stride int) {
 			}
 		}
 	case 2:
+		if idctSIMD { // idct_amd64.go
+			_ = dst[3*stride+3]
+			idct4SIMD(blk, &dst[0], stride, &idct4K)
+			return
+		}
 		idct4(blk, dst, stride)
 	case 4:
 		idct2(blk, dst, stride)
@@ -76,6 +81,21 @@ var idctK = func() (k idctConstants) {
 	set(13, fix(sqrt2inv, 14))                               // columns
 	set(14, 1<<19)                                           // columns: rounding
 	set(15, 128)                                             // level shift
+	return k
+}()
+
+// idct4Constants are idct4SIMD's multipliers and offsets, each in all 8
+// lanes (idct4_amd64.s lists them).
+type idct4Constants [14][8]int32
+
+var idct4K = func() (k idct4Constants) {
+	for i, v := range [14]int32{k1_847759065, -k0_765366865, -k0_211164243, k1_451774981,
+		-k2_172734803, k1_061594337, -k0_509795579, -k0_601344887, k0_899976223, k2_562915447,
+		1 << (constBits - pass1Bits), 1 << (constBits + pass1Bits + 3), 1 << (pass1Bits + 2), 128} {
+		for j := range k[i] {
+			k[i][j] = v
+		}
+	}
 	return k
 }()
 

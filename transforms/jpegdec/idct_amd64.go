@@ -13,3 +13,8 @@ var idctSIMD = cpu.X86.HasAVX2
 //
 //go:noescape
 func idct8Level(b *[blockSize]int32, dst *byte, stride int, k *idctConstants)
+
+// idct4SIMD is idct4 (idct4_amd64.s): the same bytes (TestIDCT4SIMD).
+//
+//go:noescape
+func idct4SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct4Constants)

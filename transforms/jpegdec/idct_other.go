@@ -8,3 +8,7 @@ const idctSIMD = false
 func idct8Level(b *[blockSize]int32, dst *byte, stride int, k *idctConstants) {
 	panic("jpegdec: idct8Level without AVX2")
 }
+
+func idct4SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct4Constants) {
+	panic("jpegdec: idct4SIMD without AVX2")
+}
