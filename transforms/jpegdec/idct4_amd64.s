@@ -5,7 +5,7 @@
 // func idct4SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct4Constants)
 //
 // idct4 (idct.go, libjpeg's 4x4 reduced IDCT) with AVX2: the same int32
-// operations, so the same bytes (TestIDCT4SIMD). Pass 1 runs on the 8
+// operations, so the same bytes (TestIDCTSIMD). Pass 1 runs on the 8
 // columns at once (lanes: columns; row 4 is not read), pass 2 on the 4 work
 // rows at once (lanes: rows) after a transpose, and a 4x4 transpose puts
 // the samples back in rows. idct4's shortcuts (a column or row whose

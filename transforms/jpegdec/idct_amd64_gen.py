@@ -3,7 +3,7 @@
     python3 idct_amd64_gen.py > idct_amd64.s
 
 TestIDCT8LevelGenerated checks that idct_amd64.s is this script's output, and
-TestIDCT8LevelSIMD that its bytes are idct8's and level8's. The passes below are
+TestIDCTSIMD that its bytes are idct8's and level8's. The passes below are
 idct8's statements, one for one, on variables; each variable lives in one YMM
 register that holds it for 8 rows (row pass) or 8 columns (column pass) at once.
 Registers are handed out from a free list, so a statement never overwrites a value

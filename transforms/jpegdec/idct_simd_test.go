@@ -8,35 +8,6 @@ import (
 	"testing"
 )
 
-// TestIDCT8LevelSIMD: reconstruct at scale 1 through idct8Level (where the
-// CPU has AVX2) writes the bytes idct8 and level8 in Go write, for blocks
-// of every kind (randomBlock), into a destination whose other bytes stay
-// as they were.
-func TestIDCT8LevelSIMD(t *testing.T) {
-	if !idctSIMD {
-		t.Skip("no AVX2 here: reconstruct is idct8 in Go")
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	const stride = 13
-	for n := range 30000 {
-		blk := randomBlock(rng, n)
-		want := bytes.Repeat([]byte{0xA5}, 8*stride)
-		got := bytes.Repeat([]byte{0xA5}, 8*stride)
-		b := blk
-		idct8(&b)
-		for y := range 8 {
-			for x := range 8 {
-				want[y*stride+x] = level8(b[8*y+x])
-			}
-		}
-		b = blk
-		reconstruct(&b, 1, got, stride)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("block %d %v:\nSIMD %v\nGo   %v", n, blk, got, want)
-		}
-	}
-}
-
 // randomBlock is block n of the SIMD tests' mix: DC only, sparse, dense
 // dequantized, anything a corrupt file can dequantize to (so that the
 // passes overflow int32), one row or one column, blocks whose columns and
@@ -86,24 +57,41 @@ func randomBlock(rng *rand.Rand, n int) (blk [blockSize]int32) {
 	return blk
 }
 
-// TestIDCT4SIMD: reconstruct at scale 2 through idct4SIMD (where the CPU
-// has AVX2) writes the bytes idct4 in Go writes.
-func TestIDCT4SIMD(t *testing.T) {
+// TestIDCTSIMD: reconstruct through the AVX2 IDCTs (where the CPU has
+// them) writes the bytes the Go IDCTs write, for 30,000 blocks of every
+// kind (randomBlock) per scale, into a destination whose other bytes stay
+// as they were.
+func TestIDCTSIMD(t *testing.T) {
 	if !idctSIMD {
-		t.Skip("no AVX2 here: reconstruct is idct4 in Go")
+		t.Skip("no AVX2 here: reconstruct runs the Go IDCTs")
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	const stride = 7
-	for n := range 30000 {
-		blk := randomBlock(rng, n)
-		want := bytes.Repeat([]byte{0xA5}, 4*stride)
-		got := bytes.Repeat([]byte{0xA5}, 4*stride)
-		b := blk
-		idct4(&b, want, stride)
-		b = blk
-		reconstruct(&b, 2, got, stride)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("block %d %v:\nSIMD %v\nGo   %v", n, blk, got, want)
+	for _, tc := range []struct {
+		scale, side int
+		goIDCT      func(b *[blockSize]int32, dst []byte, stride int)
+	}{
+		{1, 8, func(b *[blockSize]int32, dst []byte, stride int) {
+			idct8(b)
+			for y := range 8 {
+				for x := range 8 {
+					dst[y*stride+x] = level8(b[8*y+x])
+				}
+			}
+		}},
+		{2, 4, idct4},
+	} {
+		rng := rand.New(rand.NewPCG(uint64(tc.scale), 6))
+		stride := 2*tc.side - 3
+		for n := range 30000 {
+			blk := randomBlock(rng, n)
+			want := bytes.Repeat([]byte{0xA5}, tc.side*stride)
+			got := bytes.Repeat([]byte{0xA5}, tc.side*stride)
+			b := blk
+			tc.goIDCT(&b, want, stride)
+			b = blk
+			reconstruct(&b, tc.scale, got, stride)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("scale 1/%d, block %d %v:\nSIMD %v\nGo   %v", tc.scale, n, blk, got, want)
+			}
 		}
 	}
 }
