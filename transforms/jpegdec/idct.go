@@ -26,6 +26,11 @@ func reconstruct(blk *[blockSize]int32, scale int, dst []byte, stride int) {
 		}
 		idct4(blk, dst, stride)
 	case 4:
+		if idctSIMD { // idct_amd64.go
+			_ = dst[stride+1]
+			idct2SIMD(blk, &dst[0], stride, &idct2K)
+			return
+		}
 		idct2(blk, dst, stride)
 	default:
 		dst[0] = clampSample(descale(blk[0], 3))
@@ -96,6 +101,22 @@ var idct4K = func() (k idct4Constants) {
 			k[i][j] = v
 		}
 	}
+	return k
+}()
+
+// idct2Constants are idct2SIMD's multipliers, masks and offsets, 8 lanes
+// each (idct2_amd64.s lists them).
+type idct2Constants [11][8]int32
+
+var idct2K = func() (k idct2Constants) {
+	for i, v := range [11]int32{-k0_720959822, k0_850430095, -k1_272758580, k3_624509785,
+		1 << (constBits - pass1Bits + 1), 0, 0, -8, 1 << (pass1Bits + 2), 128, 1 << (constBits + pass1Bits + 3 + 1)} {
+		for j := range k[i] {
+			k[i][j] = v
+		}
+	}
+	k[5] = [8]int32{0, k3_624509785, 0, -k1_272758580, 0, k0_850430095, 0, -k0_720959822}
+	k[6] = [8]int32{0, -1, 0, -1, 0, -1, 0, -1}
 	return k
 }()
 

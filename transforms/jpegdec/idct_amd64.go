@@ -18,3 +18,8 @@ func idct8Level(b *[blockSize]int32, dst *byte, stride int, k *idctConstants)
 //
 //go:noescape
 func idct4SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct4Constants)
+
+// idct2SIMD is idct2 (idct2_amd64.s): the same bytes (TestIDCTSIMD).
+//
+//go:noescape
+func idct2SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct2Constants)

@@ -12,3 +12,7 @@ func idct8Level(b *[blockSize]int32, dst *byte, stride int, k *idctConstants) {
 func idct4SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct4Constants) {
 	panic("jpegdec: idct4SIMD without AVX2")
 }
+
+func idct2SIMD(b *[blockSize]int32, dst *byte, stride int, k *idct2Constants) {
+	panic("jpegdec: idct2SIMD without AVX2")
+}
