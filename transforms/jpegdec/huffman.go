@@ -169,13 +169,13 @@ type bitReader struct {
 	marker bool   // pos is at a marker (or the end): only zeros follow
 }
 
-// fill tops acc up to at least 57 bits.
+// fill tops acc up to at least 57 bits: eight bytes at once when none of
+// them is 0xFF (small enough to be inlined into the decoding loops), else
+// fillBytes.
 func (b *bitReader) fill() {
-	if !b.marker && b.pos+8 <= len(b.data) {
-		// Eight bytes at once when none of them is 0xFF.
+	if b.pos+8 <= len(b.data) && !b.marker {
 		w := binary.BigEndian.Uint64(b.data[b.pos:]) // one load
-		x := ^w
-		if (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
+		if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
 			k := (64 - b.n) >> 3 // whole bytes that fit
 			b.acc |= w >> (64 - 8*k) << (64 - 8*k - b.n)
 			b.n += 8 * k
@@ -183,6 +183,12 @@ func (b *bitReader) fill() {
 			return
 		}
 	}
+	b.fillBytes()
+}
+
+// fillBytes is fill a byte at a time: stuffed 0xFF bytes, markers and the
+// end of the data.
+func (b *bitReader) fillBytes() {
 	for b.n <= 56 {
 		var c uint64
 		switch {

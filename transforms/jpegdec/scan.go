@@ -1,5 +1,7 @@
 package jpegdec
 
+import "encoding/binary"
+
 // unzig maps a zig-zag index to its natural (row-major) index.
 var unzig = [blockSize]uint8{
 	0, 1, 8, 16, 9, 2, 3, 10,
@@ -225,7 +227,21 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 	ac := sc.ac
 	for zig := 1; zig < blockSize; zig++ {
 		if br.n < 32 {
-			br.fill()
+			// fill's eight-byte step, written out here (fill does not
+			// inline).
+			if br.pos+8 <= len(br.data) && !br.marker {
+				w := binary.BigEndian.Uint64(br.data[br.pos:])
+				if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
+					k := (64 - br.n) >> 3
+					br.acc |= w >> (64 - 8*k) << (64 - 8*k - br.n)
+					br.n += 8 * k
+					br.pos += int(k)
+				} else {
+					br.fillBytes()
+				}
+			} else {
+				br.fillBytes()
+			}
 		}
 		if e := ac.ac[br.acc>>(64-lookBits)]; e != 0 {
 			zig += int(e>>10) & 0x3f
