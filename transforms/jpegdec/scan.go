@@ -114,10 +114,15 @@ func (d *Decoder) decodeScan(scan []scanComp) error {
 			for i := range scan {
 				sc := &scan[i]
 				c := &d.comp[sc.ci]
+				bs := 8 / c.scale
+				xx, yy := 0, 0 // j%c.h and j/c.h, without dividing per block
 				for j := 0; j < c.h*c.v; j++ {
 					var bx, by int
 					if len(scan) != 1 {
-						bx, by = c.h*mx+j%c.h, c.v*my+j/c.h
+						bx, by = c.h*mx+xx, c.v*my+yy
+						if xx++; xx == c.h {
+							xx, yy = 0, yy+1
+						}
 					} else {
 						q := d.mxx * c.h
 						bx, by = blockCount%q, blockCount/q
@@ -130,7 +135,6 @@ func (d *Decoder) decodeScan(scan []scanComp) error {
 					if err != nil {
 						return err
 					}
-					bs := 8 / c.scale
 					dst := c.plane[by*bs*c.stride+bx*bs:]
 					if hasAC {
 						reconstruct(&blk, c.scale, dst, c.stride)
