@@ -229,76 +229,102 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 		return false, nil
 	}
 	ac := sc.ac
+	// acc and n live in registers through the loop (through br they would
+	// be stored and loaded again for every coefficient); br has them back
+	// before every call on it.
+	acc, n := br.acc, br.n
 	for zig := 1; zig < blockSize; zig++ {
-		if br.n < 32 {
+		if n < 32 {
 			// fill's eight-byte step, written out here (fill does not
 			// inline).
 			if br.pos+8 <= len(br.data) && !br.marker {
 				w := binary.BigEndian.Uint64(br.data[br.pos:])
 				if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
-					k := (64 - br.n) >> 3
-					br.acc |= w >> (64 - 8*k) << (64 - 8*k - br.n)
-					br.n += 8 * k
+					k := (64 - n) >> 3
+					acc |= w >> (64 - 8*k) << (64 - 8*k - n)
+					n += 8 * k
 					br.pos += int(k)
 				} else {
+					br.acc, br.n = acc, n
 					br.fillBytes()
+					acc, n = br.acc, br.n
 				}
 			} else {
+				br.acc, br.n = acc, n
 				br.fillBytes()
+				acc, n = br.acc, br.n
 			}
 		}
-		if e := ac.ac[br.acc>>(64-lookBits)]; e != 0 {
+		if e := ac.ac[acc>>(64-lookBits)]; e != 0 {
 			zig += int(e>>10) & 0x3f
 			if zig >= blockSize {
-				// As below: a run past the block ends it, and the
+				// As in acSlow: a run past the block ends it, and the
 				// value's bits stay unread. An end of block (run
 				// acEOBRun) ends it here too.
 				l := uint(e>>5) & 0x1f
-				br.acc <<= l
-				br.n -= l
+				acc <<= l
+				n -= l
 				break
 			}
 			l := uint(e) & 0x1f
-			br.acc <<= l
-			br.n -= l
+			acc <<= l
+			n -= l
 			blk[unzig[zig]] = e >> 16 * q[zig]
 			hasAC = true
 			continue
 		}
-		// decode, with its table read here (decode does not inline).
-		var v uint8
-		if le := ac.look[br.acc>>(64-lookBits)]; le != 0 {
-			l := uint(le & 0x1f)
-			br.acc <<= l
-			br.n -= l
-			v = uint8(le >> 8)
-		} else {
-			var ok bool
-			if v, ok = br.decodeLong(ac); !ok {
-				return false, formatError("bad Huffman code")
-			}
+		br.acc, br.n = acc, n
+		z, set, stop, err := d.acSlow(br, ac, zig, blk, q)
+		if err != nil {
+			return false, err
 		}
-		r, s := v>>4, v&0x0f
-		if s != 0 {
-			zig += int(r)
-			if zig >= blockSize {
-				break
-			}
-			blk[unzig[zig]] = br.receiveExtend(s) * q[zig]
-			hasAC = true
-			continue
-		}
-		if r != 0x0f {
-			d.eobRun = uint16(1) << r
-			if r != 0 {
-				d.eobRun |= uint16(br.bits(r))
-			}
-			d.eobRun--
+		acc, n = br.acc, br.n
+		zig, hasAC = z, hasAC || set
+		if stop {
 			break
 		}
-		zig += 0x0f
 	}
+	br.acc, br.n = acc, n
 	return hasAC, nil
+}
+
+// acSlow decodes the AC symbol at zig-zag index zig that the combined
+// lookahead table does not resolve (a code longer than lookBits, a value
+// whose bits do not fit in it, a run of zeros or an end of band) into blk,
+// and returns the index reached, whether it set a coefficient, and whether
+// the block ends there.
+func (d *Decoder) acSlow(br *bitReader, ac *huffTable, zig int, blk, q *[blockSize]int32) (int, bool, bool, error) {
+	// decode, with its table read here (decode does not inline).
+	var v uint8
+	if le := ac.look[br.acc>>(64-lookBits)]; le != 0 {
+		l := uint(le & 0x1f)
+		br.acc <<= l
+		br.n -= l
+		v = uint8(le >> 8)
+	} else {
+		var ok bool
+		if v, ok = br.decodeLong(ac); !ok {
+			return zig, false, true, formatError("bad Huffman code")
+		}
+	}
+	r, s := v>>4, v&0x0f
+	if s != 0 {
+		zig += int(r)
+		if zig >= blockSize {
+			return zig, false, true, nil
+		}
+		blk[unzig[zig]] = br.receiveExtend(s) * q[zig]
+		return zig, true, false, nil
+	}
+	if r != 0x0f {
+		d.eobRun = uint16(1) << r
+		if r != 0 {
+			d.eobRun |= uint16(br.bits(r))
+		}
+		d.eobRun--
+		return zig, false, true, nil
+	}
+	return zig + 0x0f, false, false, nil
 }
 
 var unsupportedDC = formatError("excessive DC component")
