@@ -3,6 +3,8 @@ package transforms
 import (
 	"image"
 	"image/color"
+
+	"warehouse-etl/transforms/internal/ycbcr"
 )
 
 // convertToRGB writes the straight (non-premultiplied) 8-bit R, G, B of every
@@ -210,19 +212,16 @@ func convertYCbCrRow2(dst, yrow, cb, cr []byte) {
 
 // convertYCbCrRow1 converts one row with a chroma sample per pixel (jpegdec's
 // scaled output): ycbcrToRGB's integers, 16 pixels a step with AVX2 where
-// the CPU has it (ycbcr_amd64.s), else with the products and the clamping
-// looked up (ycbcrTab); the same bytes either way.
+// the CPU has it (transforms/internal/ycbcr), the rest with the products
+// and the clamping looked up (ycbcrTab); the same bytes either way.
 func convertYCbCrRow1(dst, yrow, cb, cr []byte) {
 	cb, cr, dst = cb[:len(yrow)], cr[:len(yrow)], dst[:3*len(yrow)]
-	if n := len(yrow) &^ 15; ycbcrSIMD && n > 0 { // ycbcr_amd64.go
-		ycbcrRow16(&dst[0], &yrow[0], &cb[0], &cr[0], n, &ycbcrK)
-		dst, yrow, cb, cr = dst[3*n:], yrow[n:], cb[n:], cr[n:]
-	}
-	convertYCbCrRow1Go(dst, yrow, cb, cr)
+	n := ycbcr.Rows16(dst, yrow, cb, cr)
+	convertYCbCrRow1Go(dst[3*n:], yrow[n:], cb[n:], cr[n:])
 }
 
 // convertYCbCrRow1Go is convertYCbCrRow1 without SIMD (the rest of a row
-// after ycbcrRow16, or all of it).
+// after ycbcr.Rows16, or all of it).
 func convertYCbCrRow1Go(dst, yrow, cb, cr []byte) {
 	cb, cr = cb[:len(yrow)], cr[:len(yrow)]
 	t := &ycbcrTab
@@ -235,32 +234,6 @@ func convertYCbCrRow1Go(dst, yrow, cb, cr []byte) {
 		d[2] = t.clamp[uint32(y1+t.bCb[c])>>16&1023]
 	}
 }
-
-// ycbcrConstants are ycbcrRow16's: the factors of ycbcrToRGB, the chroma
-// offset, and per 16-byte output block j and channel c the byte shuffle
-// that places the channel's values at their RGB positions (0x80: none).
-type ycbcrConstants struct {
-	mul   [5]int32 // 0x10101, 91881, -22554, -46802, 116130
-	bias  int32    // 128
-	_     [2]int32
-	masks [3][3][16]byte
-}
-
-var ycbcrK = func() (k ycbcrConstants) {
-	k.mul = [5]int32{0x10101, 91881, -22554, -46802, 116130}
-	k.bias = 128
-	for j := range 3 {
-		for c := range 3 {
-			for i := range 16 {
-				k.masks[j][c][i] = 0x80
-				if b := 16*j + i; b%3 == c {
-					k.masks[j][c][i] = byte(b / 3)
-				}
-			}
-		}
-	}
-	return k
-}()
 
 // ycbcrTab holds ycbcrToRGB's products by input byte. Its sums plus
 // biasRGB are non-negative below 2^26, so (sum>>16)&1023 indexes clamp,
