@@ -1,6 +1,10 @@
 package transforms
 
-import "slices"
+import (
+	"slices"
+
+	"warehouse-etl/transforms/internal/column"
+)
 
 //go:generate go run gen_kernels.go
 
@@ -178,6 +182,14 @@ func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride
 	if len(w) == 1 {
 		copy(dst, src) // a one-tap filter has the single weight one
 		return
+	}
+	// With AVX2, 16 bytes a step (transforms/internal/column), the same
+	// integers; the kernels below do the rest of the row.
+	if n := column.Weighted(dst, src, stride, w, weightHalf, weightBits); n > 0 {
+		dst, src = dst[n:], src[n:]
+		if len(dst) == 0 {
+			return
+		}
 	}
 	if k := columnKernel(len(w)); k != nil {
 		k(dst, acc, src, stride, w)
