@@ -202,8 +202,12 @@ func convertYCbCrRow2(dst, yrow, cb, cr []byte) {
 		rc, gc, bc := t.rCr[r], t.gCb[c]+t.gCr[r], t.bCb[c]
 		y0, y1 := t.y[yrow[x]], t.y[yrow[x+1]]
 		d := dst[3*x : 3*x+6 : 3*x+6]
-		d[0], d[1], d[2] = t.clamp[uint32(y0+rc)>>16&1023], t.clamp[uint32(y0+gc)>>16&1023], t.clamp[uint32(y0+bc)>>16&1023]
-		d[3], d[4], d[5] = t.clamp[uint32(y1+rc)>>16&1023], t.clamp[uint32(y1+gc)>>16&1023], t.clamp[uint32(y1+bc)>>16&1023]
+		d[0] = t.clamp[uint32(y0+rc)>>16&1023]
+		d[1] = t.clamp[uint32(y0+gc)>>16&1023]
+		d[2] = t.clamp[uint32(y0+bc)>>16&1023]
+		d[3] = t.clamp[uint32(y1+rc)>>16&1023]
+		d[4] = t.clamp[uint32(y1+gc)>>16&1023]
+		d[5] = t.clamp[uint32(y1+bc)>>16&1023]
 	}
 	if x < len(yrow) {
 		dst[3*x], dst[3*x+1], dst[3*x+2] = ycbcrToRGB(yrow[x], cb[ci], cr[ci])
