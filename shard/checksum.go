@@ -87,13 +87,29 @@ func foldShift(reflected uint32, n int) uint64 {
 // one (33 bits). For the IEEE polynomial these are the constants of the
 // Intel paper (foldConst(IEEE, 544) = 0x154442bd4: TestFoldConstants).
 func foldConst(reflected uint32, e uint) uint64 {
-	var p uint64 = 1<<32 | uint64(bits.Reverse32(reflected))
-	r := uint64(1)
-	for range e {
+	p := 1<<32 | uint64(bits.Reverse32(reflected))
+	r, base := uint64(1), uint64(2) // x^0 and x: x^e by squaring
+	for ; e > 0; e >>= 1 {
+		if e&1 != 0 {
+			r = mulMod(r, base, p)
+		}
+		base = mulMod(base, base, p)
+	}
+	return uint64(bits.Reverse32(uint32(r))) << 1
+}
+
+// mulMod is a*b mod p for polynomials over GF(2) of degree below 32 (a, b)
+// and 32 (p, its x^32 term set), in normal bit order.
+func mulMod(a, b, p uint64) uint64 {
+	var r uint64
+	for i := 31; i >= 0; i-- {
 		r <<= 1
 		if r&(1<<32) != 0 {
 			r ^= p
 		}
+		if b>>uint(i)&1 != 0 {
+			r ^= a
+		}
 	}
-	return uint64(bits.Reverse32(uint32(r))) << 1
+	return r
 }
