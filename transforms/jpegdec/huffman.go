@@ -170,20 +170,30 @@ type bitReader struct {
 }
 
 // fill tops acc up to at least 57 bits: eight bytes at once when none of
-// them is 0xFF, else fillBytes. It does not inline (cost 140 against the
-// budget of 80): decodeBlock's AC loop has the eight-byte step written out.
+// them is 0xFF (refill8), else fillBytes.
 func (b *bitReader) fill() {
-	if b.pos+8 <= len(b.data) && !b.marker {
-		w := binary.BigEndian.Uint64(b.data[b.pos:]) // one load
-		if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
-			k := (64 - b.n) >> 3 // whole bytes that fit
-			b.acc |= w >> (64 - 8*k) << (64 - 8*k - b.n)
-			b.n += 8 * k
-			b.pos += int(k)
-			return
-		}
+	if acc, n, k, ok := refill8(b.data, b.pos, b.acc, b.n); ok && !b.marker {
+		b.acc, b.n, b.pos = acc, n, b.pos+k
+		return
 	}
 	b.fillBytes()
+}
+
+// refill8 tops the bit buffer (acc, n bits) up with the whole bytes of the
+// eight at data[pos:] that fit, when there are eight and none is 0xFF
+// (stuffing or a marker): the new buffer and the bytes taken, ok. Small
+// enough to inline into decodeBlock's AC loop, which keeps acc and n in
+// registers.
+func refill8(data []byte, pos int, acc uint64, n uint) (uint64, uint, int, bool) {
+	if pos+8 > len(data) {
+		return acc, n, 0, false
+	}
+	w := binary.BigEndian.Uint64(data[pos:])
+	if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 != 0 {
+		return acc, n, 0, false
+	}
+	k := (64 - n) >> 3 // whole bytes that fit
+	return acc | w>>(64-8*k)<<(64-8*k-n), n + 8*k, int(k), true
 }
 
 // fillBytes is fill a byte at a time: stuffed 0xFF bytes, markers and the

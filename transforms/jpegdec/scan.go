@@ -1,7 +1,5 @@
 package jpegdec
 
-import "encoding/binary"
-
 // unzig maps a zig-zag index to its natural (row-major) index.
 var unzig = [blockSize]uint8{
 	0, 1, 8, 16, 9, 2, 3, 10,
@@ -235,20 +233,9 @@ func (d *Decoder) decodeBlock(br *bitReader, sc *scanComp, dc *int32, blk *[bloc
 	acc, n := br.acc, br.n
 	for zig := 1; zig < blockSize; zig++ {
 		if n < 32 {
-			// fill's eight-byte step, written out here (fill does not
-			// inline).
-			if br.pos+8 <= len(br.data) && !br.marker {
-				w := binary.BigEndian.Uint64(br.data[br.pos:])
-				if x := ^w; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
-					k := (64 - n) >> 3
-					acc |= w >> (64 - 8*k) << (64 - 8*k - n)
-					n += 8 * k
-					br.pos += int(k)
-				} else {
-					br.acc, br.n = acc, n
-					br.fillBytes()
-					acc, n = br.acc, br.n
-				}
+			// fill, on the registers (fill itself does not inline).
+			if a, m, k, ok := refill8(br.data, br.pos, acc, n); ok && !br.marker {
+				acc, n, br.pos = a, m, br.pos+k
 			} else {
 				br.acc, br.n = acc, n
 				br.fillBytes()
