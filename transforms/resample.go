@@ -3,7 +3,7 @@ package transforms
 import (
 	"slices"
 
-	"warehouse-etl/transforms/internal/column"
+	"warehouse-etl/transforms/internal/simd"
 )
 
 //go:generate go run gen_kernels.go
@@ -183,9 +183,9 @@ func (a *axisWeights) resampleColumn(dst []byte, acc []int32, src []byte, stride
 		copy(dst, src) // a one-tap filter has the single weight one
 		return
 	}
-	// With AVX2, 16 bytes a step (transforms/internal/column), the same
+	// With AVX2, 16 bytes a step (transforms/internal/simd), the same
 	// integers; the kernels below do the rest of the row.
-	if n := column.Weighted(dst, src, stride, w, weightHalf, weightBits); n > 0 {
+	if n := simd.ColumnWeighted(dst, src, stride, w, weightHalf, weightBits); n > 0 {
 		dst, src = dst[n:], src[n:]
 		if len(dst) == 0 {
 			return

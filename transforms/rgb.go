@@ -4,7 +4,7 @@ import (
 	"image"
 	"image/color"
 
-	"warehouse-etl/transforms/internal/ycbcr"
+	"warehouse-etl/transforms/internal/simd"
 )
 
 // convertToRGB writes the straight (non-premultiplied) 8-bit R, G, B of every
@@ -216,16 +216,16 @@ func convertYCbCrRow2(dst, yrow, cb, cr []byte) {
 
 // convertYCbCrRow1 converts one row with a chroma sample per pixel (jpegdec's
 // scaled output): ycbcrToRGB's integers, 16 pixels a step with AVX2 where
-// the CPU has it (transforms/internal/ycbcr), the rest with the products
+// the CPU has it (transforms/internal/simd), the rest with the products
 // and the clamping looked up (ycbcrTab); the same bytes either way.
 func convertYCbCrRow1(dst, yrow, cb, cr []byte) {
 	cb, cr, dst = cb[:len(yrow)], cr[:len(yrow)], dst[:3*len(yrow)]
-	n := ycbcr.Rows16(dst, yrow, cb, cr)
+	n := simd.YCbCrRows16(dst, yrow, cb, cr)
 	convertYCbCrRow1Go(dst[3*n:], yrow[n:], cb[n:], cr[n:])
 }
 
 // convertYCbCrRow1Go is convertYCbCrRow1 without SIMD (the rest of a row
-// after ycbcr.Rows16, or all of it).
+// after simd.YCbCrRows16, or all of it).
 func convertYCbCrRow1Go(dst, yrow, cb, cr []byte) {
 	cb, cr = cb[:len(yrow)], cr[:len(yrow)]
 	t := &ycbcrTab

@@ -2,14 +2,14 @@
 
 #include "textflag.h"
 
-// func weighted(dst, src *byte, stride, n int, w *int32, taps int, half int32, bits uint64)
+// func columnWeighted(dst, src *byte, stride, n int, w *int32, taps int, half int32, bits uint64)
 //
 // 16 output bytes a step, as two halves of 8 int32 lanes: the sum starts at
 // half, each of the taps rows adds its bytes (widened) times its weight,
 // then the sum is shifted right by bits (logically: the low byte kept is
 // the same as after an arithmetic shift for any bits <= 24), masked to its
 // low byte and packed.
-TEXT ·weighted(SB), NOSPLIT, $0-64
+TEXT ·columnWeighted(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ stride+16(FP), DX

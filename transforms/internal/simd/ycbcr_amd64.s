@@ -2,14 +2,14 @@
 
 #include "textflag.h"
 
-// func row16(dst, y, cb, cr *byte, n int, k *constants)
+// func ycbcrRow16(dst, y, cb, cr *byte, n int, k *ycbcrConstants)
 //
 // 16 pixels a step: Y, Cb and Cr widened to int32 (two halves of 8),
 // R = Y*0x10101 + 91881*(Cr-128), G = Y*0x10101 - 22554*(Cb-128) -
 // 46802*(Cr-128), B = Y*0x10101 + 116130*(Cb-128), each >> 16 and packed
 // to bytes with signed then unsigned saturation (the clamp to 0..255),
 // then interleaved to RGB by byte shuffles (k.masks) into 48 bytes.
-TEXT ·row16(SB), NOSPLIT, $0-48
+TEXT ·ycbcrRow16(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ y+8(FP), SI
 	MOVQ cb+16(FP), R8
