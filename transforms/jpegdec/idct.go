@@ -1,5 +1,7 @@
 package jpegdec
 
+import "slices"
+
 // reconstruct turns a dequantized block into samples at scale 1/scale:
 // 8x8, 4x4, 2x2 or 1x1 of them at dst, rows stride apart.
 func reconstruct(blk *[blockSize]int32, scale int, dst []byte, stride int) {
@@ -68,24 +70,15 @@ func reconstructDC(dc int32, scale int, dst []byte, stride int) {
 type idctConstants [16][8]int32
 
 var idctK = func() (k idctConstants) {
-	set := func(i int, v int32) {
-		for j := range k[i] {
-			k[i][j] = v
-		}
-	}
-	box := func(i int, kcos, ksin int32) {
-		set(i, kcos)
-		set(i+1, ksin-kcos)
-		set(i+2, kcos+ksin)
-	}
-	box(0, fix(sqrt2inv_cos6, 18), -fix(sqrt2inv_sin6, 18))  // rows
-	box(3, fix(cos3, 12), -fix(sin3, 12))                    // both passes
-	box(6, fix(cos1, 12), -fix(sin1, 12))                    // both passes
-	set(9, fix(sqrt2inv, 8))                                 // rows
-	box(10, fix(sqrt2inv_cos6, 12), -fix(sqrt2inv_sin6, 12)) // columns
-	set(13, fix(sqrt2inv, 14))                               // columns
-	set(14, 1<<19)                                           // columns: rounding
-	set(15, 128)                                             // level shift
+	box := func(kcos, ksin int32) []int32 { return []int32{kcos, ksin - kcos, kcos + ksin} }
+	lanes8(k[:], slices.Concat(
+		box(fix(sqrt2inv_cos6, 18), -fix(sqrt2inv_sin6, 18)), // rows
+		box(fix(cos3, 12), -fix(sin3, 12)),                   // both passes
+		box(fix(cos1, 12), -fix(sin1, 12)),                   // both passes
+		[]int32{fix(sqrt2inv, 8)},                            // rows
+		box(fix(sqrt2inv_cos6, 12), -fix(sqrt2inv_sin6, 12)), // columns
+		[]int32{fix(sqrt2inv, 14), 1 << 19, 128},             // columns; rounding; level shift
+	)...)
 	return k
 }()
 
@@ -94,13 +87,9 @@ var idctK = func() (k idctConstants) {
 type idct4Constants [14][8]int32
 
 var idct4K = func() (k idct4Constants) {
-	for i, v := range [14]int32{k1_847759065, -k0_765366865, -k0_211164243, k1_451774981,
+	lanes8(k[:], k1_847759065, -k0_765366865, -k0_211164243, k1_451774981,
 		-k2_172734803, k1_061594337, -k0_509795579, -k0_601344887, k0_899976223, k2_562915447,
-		1 << (constBits - pass1Bits), 1 << (constBits + pass1Bits + 3), 1 << (pass1Bits + 2), 128} {
-		for j := range k[i] {
-			k[i][j] = v
-		}
-	}
+		1<<(constBits-pass1Bits), 1<<(constBits+pass1Bits+3), 1<<(pass1Bits+2), 128)
 	return k
 }()
 
@@ -109,16 +98,25 @@ var idct4K = func() (k idct4Constants) {
 type idct2Constants [11][8]int32
 
 var idct2K = func() (k idct2Constants) {
-	for i, v := range [11]int32{-k0_720959822, k0_850430095, -k1_272758580, k3_624509785,
-		1 << (constBits - pass1Bits + 1), 0, 0, -8, 1 << (pass1Bits + 2), 128, 1 << (constBits + pass1Bits + 3 + 1)} {
-		for j := range k[i] {
-			k[i][j] = v
-		}
-	}
+	lanes8(k[:], -k0_720959822, k0_850430095, -k1_272758580, k3_624509785,
+		1<<(constBits-pass1Bits+1), 0, 0, -8, 1<<(pass1Bits+2), 128, 1<<(constBits+pass1Bits+3+1))
 	k[5] = [8]int32{0, k3_624509785, 0, -k1_272758580, 0, k0_850430095, 0, -k0_720959822}
 	k[6] = [8]int32{0, -1, 0, -1, 0, -1, 0, -1}
 	return k
 }()
+
+// lanes8 sets row i of dst to vals[i] in all 8 lanes (the SIMD IDCTs'
+// constants); len(vals) must be len(dst).
+func lanes8(dst [][8]int32, vals ...int32) {
+	if len(vals) != len(dst) {
+		panic("jpegdec: lanes8: a value per row")
+	}
+	for i := range dst {
+		for j := range dst[i] {
+			dst[i][j] = vals[i]
+		}
+	}
+}
 
 // level8 is image/jpeg's level shift and clip of an 8x8 IDCT output
 // (without branches: noisy blocks clip often enough to mispredict them).
