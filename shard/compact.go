@@ -278,6 +278,11 @@ func restore(dst, src []byte, l Layout, g Region) {
 	for c := range l.Channels {
 		plane := dst[c*W*H : (c+1)*W*H]
 		fill(plane[:g.Y*W], l.Pad)
+		if g.W == W { // full-width rows: one band
+			copy(plane[g.Y*W:(g.Y+g.H)*W], src[c*g.H*W:(c+1)*g.H*W])
+			fill(plane[(g.Y+g.H)*W:], l.Pad)
+			continue
+		}
 		for r := range g.H {
 			row := plane[(g.Y+r)*W : (g.Y+r+1)*W]
 			fill(row[:g.X], l.Pad)
@@ -309,6 +314,11 @@ func fill(b []byte, v byte) {
 func regionCRC(crc uint32, img []byte, l Layout, g Region) uint32 {
 	W, H := l.Width, l.Height
 	for c := range l.Channels {
+		if g.W == W { // full-width rows: one band
+			off := c*W*H + g.Y*W
+			crc = crc32c(crc, img[off:off+g.H*W])
+			continue
+		}
 		for r := range g.H {
 			off := c*W*H + (g.Y+r)*W + g.X
 			crc = crc32c(crc, img[off:off+g.W])

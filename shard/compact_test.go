@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -26,6 +27,11 @@ func letterboxSamples(rng *rand.Rand, l Layout, n int) []Sample {
 			x0, x1, y0, y1 = 0, 0, 0, 0 // all pad
 		case 1:
 			x0, x1, y0, y1 = 0, W, 0, H // no pad
+		case 2:
+			x0, x1 = 0, W // a landscape letterbox: full-width rows, pad above and below
+			if y0 == y1 {
+				y0, y1 = min(y0, H-1), min(y0, H-1)+1
+			}
 		}
 		x0, x1 = min(x0, x1), max(x0, x1)
 		y0, y1 = min(y0, y1), max(y0, y1)
@@ -41,6 +47,9 @@ func letterboxSamples(rng *rand.Rand, l Layout, n int) []Sample {
 					}
 				}
 			}
+		}
+		if i%5 == 2 { // the region's first row spans the width
+			img[y0*W], img[y0*W+W-1] = l.Pad^1, l.Pad^1
 		}
 	}
 	return out
@@ -91,6 +100,10 @@ func TestCompactRoundTrip(t *testing.T) {
 			if err := r.VerifySample(i, buf); err != nil {
 				t.Fatal(err)
 			}
+			region := bytes.Clone(b[off : off+int64(n)])
+			if err := r.VerifyRegion(i, region); err != nil {
+				t.Fatal(err)
+			}
 			g := r.Region(i)
 			if i%5 == 0 && g.W != 0 || i%5 == 1 && (g.W != l.Width || g.H != l.Height) {
 				t.Fatalf("pad %d sample %d: region %+v", pad, i, g)
@@ -100,6 +113,16 @@ func TestCompactRoundTrip(t *testing.T) {
 				if err := r.VerifySample(i, buf); !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("pad %d sample %d: flipped copy: %v", pad, i, err)
 				}
+				region[len(region)-1] ^= 0x80 // and so is one in the stored region's copy
+				want, _ := r.SampleChecksum(i)
+				msg := fmt.Sprintf("shard: corrupt: sample %d: crc32c 0x%08x, the checksum table says 0x%08x",
+					i, r.tailChecksum(crc32c(0, r.compactEntry(i), region), i), want)
+				if err := r.VerifyRegion(i, region); !errors.Is(err, ErrCorrupt) || err.Error() != msg {
+					t.Fatalf("pad %d sample %d: flipped region: %v, want %q", pad, i, err, msg)
+				}
+			}
+			if i%5 == 2 && g.W != l.Width {
+				t.Fatalf("pad %d sample %d: region %+v, want full-width rows", pad, i, g)
 			}
 		}
 		// The regions of a run are one range, in order.

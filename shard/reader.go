@@ -444,7 +444,30 @@ func (r *Reader) VerifySample(i int, image []byte) error {
 	if !ok {
 		return nil
 	}
-	if got := r.ComputeSampleChecksum(i, image); got != want {
+	return checkSampleCRC(i, r.ComputeSampleChecksum(i, image), want)
+}
+
+// VerifyRegion checks sample i of a compact shard against the checksum
+// table as VerifySample does, with region standing in for its stored region
+// bytes: the copy a caller read from the file (RegionSpan) and restores
+// from (RestoreImage). One contiguous CRC, where a restored image's region
+// is a band per channel or, narrower than the image, a row at a time. It
+// panics on a shard that is not compact, or when region is not the
+// region's size.
+func (r *Reader) VerifyRegion(i int, region []byte) error {
+	g := r.Region(i)
+	if len(region) != g.Bytes(r.layout.Channels) {
+		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(region), g.Bytes(r.layout.Channels)))
+	}
+	want, ok := r.SampleChecksum(i)
+	if !ok {
+		return nil
+	}
+	return checkSampleCRC(i, r.tailChecksum(crc32c(0, r.compactEntry(i), region), i), want)
+}
+
+func checkSampleCRC(i int, got, want uint32) error {
+	if got != want {
 		return corruptf("sample %d: crc32c 0x%08x, the checksum table says 0x%08x", i, got, want)
 	}
 	return nil

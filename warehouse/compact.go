@@ -53,8 +53,9 @@ var regionScratch = sync.Pool{New: func() any { return new([]byte) }}
 // readCompactRun reads samples [local, local+m) of compact shard k into
 // rows row..row+m-1 of b.Images: per chunk of up to verifyChunk bytes of
 // regions (at least one sample), one pread of their regions (stored back to
-// back) into a scratch buffer, then each restored into its row and, on its
-// first read, checked against its CRC-32C.
+// back) into a scratch buffer, then each, on its first read, checked against
+// its CRC-32C (over the region bytes as read: one contiguous span, still in
+// the CPU cache) and restored into its row.
 func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch, row int) error {
 	img := int(r.layout.ImageBytes())
 	verify := r.needsCheck(k, sr, local, m)
@@ -81,12 +82,13 @@ func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch,
 		for q := range c {
 			o, n := sr.RegionSpan(local+j+q, 1)
 			dst := b.Images[(row+j+q)*img : (row+j+q+1)*img]
-			sr.RestoreImage(dst, buf[o-off:o-off+int64(n)], local+j+q)
+			region := buf[o-off : o-off+int64(n)]
 			if verify {
-				if err := r.verifySample(k, sr, local+j+q, dst); err != nil {
+				if err := r.verifyRegion(k, sr, local+j+q, region); err != nil {
 					return err
 				}
 			}
+			sr.RestoreImage(dst, region, local+j+q)
 		}
 		j += c
 	}

@@ -618,10 +618,20 @@ func (r *Reader) needsCheck(k int, sr *shard.Reader, local, n int) bool {
 // skips the checks. The error names the shard file, the warehouse sample
 // and the sample in the shard.
 func (r *Reader) verifySample(k int, sr *shard.Reader, local int, image []byte) error {
+	return r.verifyWith(k, sr, local, image, sr.VerifySample)
+}
+
+// verifyRegion is verifySample for a sample of a compact shard, with region
+// its stored region bytes as read from the file (shard.Reader.VerifyRegion).
+func (r *Reader) verifyRegion(k int, sr *shard.Reader, local int, region []byte) error {
+	return r.verifyWith(k, sr, local, region, sr.VerifyRegion)
+}
+
+func (r *Reader) verifyWith(k int, sr *shard.Reader, local int, b []byte, verify func(int, []byte) error) error {
 	if !r.needsCheck(k, sr, local, 1) {
 		return nil
 	}
-	if err := sr.VerifySample(local, image); err != nil {
+	if err := verify(local, b); err != nil {
 		return fmt.Errorf("%s: warehouse sample %d: %w", r.shards[k].path, r.starts[k]+local, err)
 	}
 	// SamplesVerified counts distinct samples when each is checked once,

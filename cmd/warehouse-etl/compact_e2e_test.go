@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -182,6 +183,22 @@ func TestCompactImages(t *testing.T) {
 	fresh := open(compactDir, warehouse.OpenOptions{})
 	if _, err := fresh.Sample(compact.Len() - 1); err == nil || !strings.Contains(err.Error(), "crc32c") {
 		t.Fatalf("reading the flipped sample: %v", err)
+	}
+	// The batch path checks the region bytes as read, before restoring them.
+	want := fmt.Sprintf("%s: warehouse sample %d: shard: corrupt: sample %d: crc32c 0x", path, compact.Len()-1, s.ShardIndex)
+	for _, shuffle := range []warehouse.Shuffle{warehouse.ShuffleNone, warehouse.ShuffleGlobal} {
+		r := open(compactDir, warehouse.OpenOptions{})
+		it, err := r.Batches(context.Background(), warehouse.BatchOptions{BatchSize: 3, Shuffle: shuffle, Remainder: warehouse.PadRemainder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = it.Next()
+		}
+		if err == io.EOF || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("batches, shuffle %v: %v\nwant %q...", shuffle, err, want)
+		}
+		it.Close()
 	}
 }
 
