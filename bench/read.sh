@@ -23,7 +23,7 @@
 #   3. reads every file twice to warm the page cache, then ROUNDS times, each
 #      reader in turn (one function each below): cat of the shard files,
 #      `warehouse-etl load` (sequential and global shuffle, checked and
-#      --no-verify-samples), numpy read_batch, our make_loader with 0, 1 and 2
+#      --no-verify-samples), numpy read_batch (checked and verify_samples=False), our make_loader with 0, 1 and 2
 #      reader threads (checked and verify_samples=False), FFCV's Loader with
 #      1 and 2 workers (random order, os_cache);
 #   4. prints one table of medians: samples/s and GB/s warm, in the first
@@ -129,11 +129,12 @@ go_reader() {
     record "$label" "$("$WH" load --tensor-warehouse "$d" --batch "$BATCH" --epochs 1 --shuffle "$2" --json --quiet ${3:+"$3"})" cold
   done
 }
-# numpy_reader DTYPE: read_batch into reused arrays, global shuffle.
+# numpy_reader DTYPE [--no-verify]: read_batch into reused arrays, global shuffle.
 numpy_reader() {
-  local d=${dir[$1]}
-  record "numpy-global-$1" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS")"
-  record "numpy-global-$1" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --cold "$d/shards")" cold
+  local d=${dir[$1]} label=numpy-global-$1
+  [ "${2:-}" = --no-verify ] && label+=-unchecked
+  record "$label" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" ${2:+"$2"})"
+  record "$label" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --cold "$d/shards" ${2:+"$2"})" cold
 }
 # torch_reader DTYPE THREADS [--no-verify | --read-ahead=0]: make_loader, global shuffle.
 torch_reader() {
@@ -156,6 +157,7 @@ for round in $(seq "$ROUNDS"); do
     go_reader "$dtype" global
     go_reader "$dtype" none --no-verify-samples
     numpy_reader "$dtype"
+    numpy_reader "$dtype" --no-verify
     for w in 0 1 2; do torch_reader "$dtype" "$w"; done
     torch_reader "$dtype" 1 --read-ahead=0   # without the kernel read-ahead advice
     torch_reader "$dtype" 0 --no-verify
@@ -203,6 +205,7 @@ for d in ("u8", "u8c", "f16"):
     ratio(f"go-load-none-{d}", "first", f"go-load-none-{d}-unchecked", "first", 0, "checked/unchecked")
     for w in (0, 1):
         ratio(f"torch-w{w}-{d}", "first", f"torch-w{w}-{d}-unchecked", "first", 0, "checked/unchecked")
+    ratio(f"numpy-global-{d}", "first", f"numpy-global-{d}-unchecked", "first", 0, "checked/unchecked")
     ratio(f"numpy-global-{d}", "warm", f"cat-{d}", "warm", 1, "GB/s")
 for kind in ("warm", "cold"):
     for d in ("u8", "u8c"):

@@ -247,7 +247,8 @@ class VerifySamples(unittest.TestCase):
                 want = unchecked.read_batch(order)
                 wh = warehouse_etl.open(fx["dir"])
                 self.addCleanup(wh.close)
-                with mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked")):
+                with mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked")), \
+                        whmod.copy_in_this_thread():  # copies in one thread (not test_parallel_copies')
                     got = wh.read_batch(order)
                 self.assertEqual(wh.samples_verified, n)
                 for key in ("images", "boxes", "mask", "records", "extras"):
@@ -257,6 +258,47 @@ class VerifySamples(unittest.TestCase):
                 with mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked")):
                     always.read_batch(order)
                 self.assertEqual(always.samples_verified, n)
+
+    def test_parallel_copies(self):
+        """A batch copied by several threads, in pieces of one row (first reads checked
+        on the copied rows right after each piece): the same arrays as one thread's
+        copies, every sample checked once (plain shards: not from the stored bytes), and
+        on a damaged warehouse the refusal of the first bad row in row order."""
+        from unittest import mock
+
+        from warehouse_etl import warehouse as whmod
+        small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+        with mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: 3):
+            self.assertEqual(whmod._copy_parts(1), 3)
+            with whmod.copy_in_this_thread():
+                self.assertEqual(whmod._copy_parts(1), 1)
+            for name in ("f16", "u8", "u8compact", "u8compactwide"):
+                fx = fixture(self, name)
+                single = warehouse_etl.open(fx["dir"])
+                self.addCleanup(single.close)
+                n = len(single)
+                for order in (np.arange(n), np.random.default_rng(7).permutation(n), np.array([n - 1, 0, n - 1, 1])):
+                    with self.subTest(name=name, order=order.tolist()[:4]):
+                        with whmod.copy_in_this_thread():
+                            want = single.read_batch(order)
+                        wh = warehouse_etl.open(fx["dir"])
+                        self.addCleanup(wh.close)
+                        # Compact first reads are checked from the stored regions, as before.
+                        stored = None if "compact" in name else AssertionError("stored bytes were checked")
+                        with mock.patch.object(whmod, "_stored_crcs", side_effect=stored, wraps=whmod._stored_crcs):
+                            got = wh.read_batch(order)
+                        self.assertEqual(wh.samples_verified, len(set(order.tolist())))
+                        for key in ("images", "boxes", "mask", "records", "extras", "class_index", "box_count", "index"):
+                            self.assertEqual(raw(got[key]), raw(want[key]), key)
+            case = damaged(self, "flipped image byte")
+            i = case["sample"]
+            wh = warehouse_etl.open(case["path"])
+            n = len(wh)
+            order = [n - 1, 0, i] + [j for j in range(1, n - 1) if j != i] + [i]
+            with self.assertRaises(warehouse_etl.WarehouseError) as cm:
+                wh.read_batch(order)
+            self.assertEqual(str(cm.exception), case["go_error"])
+            self.assertEqual(wh.samples_verified, n - 1)
 
     def test_torch_loader_refuses(self):
         try:

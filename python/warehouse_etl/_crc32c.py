@@ -257,8 +257,27 @@ def _warn_slow():
                       RuntimeWarning, stacklevel=3)
 
 
-_checker = (None, None)  # (pid, ThreadPoolExecutor)
-_checker_lock = threading.Lock()
+class ProcessThreads:
+    """A ThreadPoolExecutor of this process, made on first use (and made again in a
+    forked child: the parent's threads did not fork). ``workers`` is called then."""
+
+    def __init__(self, workers, prefix):
+        self._workers, self._prefix = workers, prefix
+        self._lock = threading.Lock()
+        self._pool, self._pid = None, None
+
+    def get(self):
+        if self._pid == os.getpid():
+            return self._pool
+        with self._lock:
+            if self._pid != os.getpid():
+                from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+                self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix=self._prefix)
+                self._pid = os.getpid()
+            return self._pool
+
+
+_checker = ProcessThreads(lambda: min(4, max(1, (os.cpu_count() or 2) - 1)), "warehouse-crc")
 
 
 def checker():
@@ -266,19 +285,7 @@ def checker():
     hold the GIL (the numpy fallback). ISA-L through ctypes and the crc32c extension
     release the GIL while they run, so a checker thread computes CRCs on another core
     while the reading thread reads the next rows. min(4, CPUs - 1), at least 1."""
-    global _checker
-    if BACKEND == "numpy":
-        return None
-    pid, pool = _checker
-    if pid == os.getpid():
-        return pool
-    with _checker_lock:
-        pid, pool = _checker
-        if pid != os.getpid():  # none yet, or the parent's (its threads did not fork)
-            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-            pool = ThreadPoolExecutor(min(4, max(1, (os.cpu_count() or 2) - 1)), thread_name_prefix="warehouse-crc")
-            _checker = (os.getpid(), pool)
-        return pool
+    return None if BACKEND == "numpy" else _checker.get()
 
 
 def crc32c(data, backend=None):
@@ -299,42 +306,65 @@ def crc32c_rows(arrays, rows, backend=None):
     ``arrays``: every array C-contiguous with the rows along axis 0, row r's message
     being ``arrays[0][r]`` then ``arrays[1][r]`` and so on, as raw bytes. Returns a
     uint32 array, one CRC per entry of ``rows``."""
-    rows = np.asarray(rows, dtype=np.int64)
+    return rows_function(arrays, backend)(rows)
+
+
+def rows_function(arrays, backend=None):
+    """``crc32c_rows(arrays, rows, backend)`` as a function of ``rows``, the arrays'
+    layout worked out once: for a caller that checks a few rows at a time (read_batch's
+    copy threads, each piece right after its copy), where that work cost as much as the
+    CRCs of a row."""
     mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
     default, backend = backend is None, backend or BACKEND
     if backend == "isal" and _ISAL is not None:
-        out = np.empty(rows.shape[0], dtype=np.uint32)
         parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
         if _ISAL_RAW is not None and all(n < _ISAL_CHUNK for _, n in parts):
             # The register carried from part to part (crc32_iscsi neither inverts nor
             # finishes it), the GIL released only for large parts.
             calls = [(isal_raw(n), base, n) for base, n in parts]
+
+            def raw_rows(rows):
+                rows = np.asarray(rows, dtype=np.int64)
+                out = np.empty(rows.shape[0], dtype=np.uint32)
+                for k, r in enumerate(rows.tolist()):
+                    reg = 0xFFFFFFFF
+                    for fn, base, n in calls:
+                        reg = fn(base + r * n, n, reg)
+                    out[k] = reg ^ 0xFFFFFFFF
+                return out
+            return raw_rows
+
+        def isal_rows(rows):
+            rows = np.asarray(rows, dtype=np.int64)
+            out = np.empty(rows.shape[0], dtype=np.uint32)
             for k, r in enumerate(rows.tolist()):
-                reg = 0xFFFFFFFF
-                for fn, base, n in calls:
-                    reg = fn(base + r * n, n, reg)
-                out[k] = reg ^ 0xFFFFFFFF
+                c = 0
+                for base, n in parts:
+                    c = _ISAL(base + r * n, n, c)
+                out[k] = c
             return out
-        for k, r in enumerate(rows.tolist()):
-            c = 0
-            for base, n in parts:
-                c = _ISAL(base + r * n, n, c)
-            out[k] = c
-        return out
+        return isal_rows
     if backend == "crc32c" and _EXT is not None:
-        out = np.empty(rows.shape[0], dtype=np.uint32)
-        for k, r in enumerate(rows.tolist()):
-            c = 0
-            for m in mats:
-                if m.shape[1]:
-                    c = _EXT(m[r], c)
-            out[k] = c
-        return out
-    if rows.shape[0] == 0:
-        return np.zeros(0, dtype=np.uint32)
-    if default:
-        _warn_slow()
-    return _rows_numpy([m[rows] for m in mats])
+        def ext_rows(rows):
+            rows = np.asarray(rows, dtype=np.int64)
+            out = np.empty(rows.shape[0], dtype=np.uint32)
+            for k, r in enumerate(rows.tolist()):
+                c = 0
+                for m in mats:
+                    if m.shape[1]:
+                        c = _EXT(m[r], c)
+                out[k] = c
+            return out
+        return ext_rows
+
+    def numpy_rows(rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.shape[0] == 0:
+            return np.zeros(0, dtype=np.uint32)
+        if default:
+            _warn_slow()
+        return _rows_numpy([m[rows] for m in mats])
+    return numpy_rows
 
 
 def crc32c_parts(parts, backend=None):

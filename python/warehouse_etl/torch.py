@@ -45,6 +45,7 @@ import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
 from warehouse_etl._s3reader import S3_OPTIONS
+from warehouse_etl.warehouse import copy_in_this_thread
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -270,6 +271,7 @@ class _ReadAhead:
         self._cold_runs, self._cold_at_start = cold_runs, None
         self._advising = self._advise_ahead > 0
         self._check, self._check_ahead = check, int(check_ahead) if check is not None else 0
+        self._checking = []  # the last check jobs queued (Futures)
         self._pool = None
         self._lock = threading.Lock()
         self._plan = iter(())
@@ -304,7 +306,9 @@ class _ReadAhead:
             if self._advising:
                 self._advise(more[0])
             if self._check_ahead:
-                self._check(more[0])
+                jobs = self._check(more[0])  # a Future, None, or a mixture's list of them
+                jobs = [f for f in (jobs if isinstance(jobs, list) else [jobs]) if f is not None]
+                self._checking = jobs or self._checking
             self._taken.append(more)
         return key
 
@@ -320,6 +324,11 @@ class _ReadAhead:
         future = self._pool.submit(_call, self._read, idx, repeats) if self._threads else None
         self._pending.append((idx, repeats, future))
         return True
+
+    def checking(self):
+        """Whether a check job of a batch ahead is still queued or running: a checker
+        thread is then busy, and the caller's read should copy in its own thread."""
+        return any(not f.done() for f in self._checking)
 
     def take(self, idx, repeats):
         """The finished read of the next planned batch when it is ``(idx, repeats)`` (its
@@ -505,7 +514,15 @@ class WarehouseDataset(Dataset):
             batch = self._ahead.take(idx, repeats)
             if batch is not None:
                 return batch
-        return self._read(idx, repeats, get_worker_info() is not None)
+        if get_worker_info() is not None:  # a DataLoader worker process: the workers are the parallelism
+            with copy_in_this_thread():
+                return self._read(idx, repeats, True)
+        if self._ahead is not None and self._ahead.checking():
+            # A first read: a checker thread is checking the batches ahead, and copy
+            # threads beside it would only take turns with it for the cores.
+            with copy_in_this_thread():
+                return self._read(idx, repeats, False)
+        return self._read(idx, repeats, False)
 
     def _scratch_for(self, b):
         """This thread's arrays that are not returned (records; U8 images to normalise)."""
@@ -519,7 +536,9 @@ class WarehouseDataset(Dataset):
         return scratch
 
     def _read_ahead(self, idx, repeats):
-        return self._read(idx, repeats, shared=False)
+        # A reader thread copies its batch itself: the reader threads are the parallelism.
+        with copy_in_this_thread():
+            return self._read(idx, repeats, shared=False)
 
     def _specs(self, b):
         """The (name, shape, dtype) of a batch of b rows and the bytes _carve takes for

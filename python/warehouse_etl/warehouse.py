@@ -9,6 +9,7 @@ keeps the per-process state (file descriptors, mappings, which samples passed th
 check) and reads.
 """
 import builtins
+import concurrent.futures
 import hashlib
 import logging
 import mmap
@@ -580,7 +581,13 @@ class Warehouse:
         call per sample.
         ``class_index`` and ``box_count`` come from the records in one vectorised step
         (padding slots -1, as the Go reader's batches). The rows are checked against their
-        CRC-32C as :func:`open`'s ``verify_samples`` says. On a sample's first read (the
+        CRC-32C as :func:`open`'s ``verify_samples`` says. A batch of _PARALLEL_BYTES or
+        more is copied by this thread and copy threads side by side, its runs cut into
+        pieces (_copy_parts; not in threads that are themselves the parallelism:
+        :class:`copy_in_this_thread`); each thread then checks the first reads of a piece
+        right after copying it, while the bytes are in its core's cache (a compact
+        warehouse's first reads are checked as below, its copies in this thread).
+        Otherwise, on a sample's first read (the
         default) checker threads compute the CRCs of the batch's unchecked samples from the
         shards' stored bytes (their mappings: the page cache) in jobs of about 2 MB, started
         before the copies and run beside them (``_check_stored``, as :meth:`check_ahead`);
@@ -638,39 +645,65 @@ class Warehouse:
                     out[sec].reshape(out[sec].shape[0], -1).view(np.uint8)[dst] = src[loc]
             if self.verify_samples and sh.crcs is not None:
                 need[s0:s1] = self._to_check(sh, loc)
+        if self.verify_samples is True and b > 1:  # a sample read twice in the batch is checked once
+            need[1:] &= (ss[1:] != ss[:-1]) | (ll[1:] != ll[:-1])
         any_need = bool(need.any())
-        # First reads: checked from the stored bytes in checker threads while the copies
-        # run (the checker maps the pages the copies then find mapped); whatever they do
-        # not pass is checked on its copied row after the copies, for the exact error.
-        stored = []
-        if any_need and self.verify_samples is True and self._map_sections:
+        # The images: per run of consecutive samples, one copy from the mapping when the
+        # run is cached (_resident_mapping), else one preadv, straight into the
+        # destination rows. Where a second core is free (_copy_parts), the batch's runs,
+        # cut into pieces, are copied by the calling thread and copy threads side by
+        # side, each piece with samples to check checked right after its copy, while its
+        # bytes are in that core's cache. Otherwise first reads are checked from the
+        # stored bytes in checker threads while the copies run (the checker maps the
+        # pages the copies then find mapped), and whatever they do not pass is checked on
+        # its copied row after the copies, for the exact error; a run with samples to
+        # check on their copied rows is read in pieces of checks.rows samples, each
+        # checked (in a checker thread where there is one) while the next is read.
+        img = l.image_bytes
+        parts = _copy_parts(b * (img + l.box_bytes + l.mask_bytes))
+        if any_need and l.compact:
+            # A compact row's CRC from its restored image costs Python per row (regions,
+            # bands): first reads of compact shards are checked from the stored regions
+            # in checker threads, beside copies in this thread.
+            parts = 1
+        stored, inline = [], parts > 1 and any_need
+        if any_need and not inline and self.verify_samples is True and self._map_sections:
             pool = _crc32c.checker()
             if pool is not None:
                 todo = np.unique(self.shard_starts[ss[need]] + ll[need])
                 stored = [pool.submit(self._check_stored, todo[j:j + checks.rows])
                           for j in range(0, todo.shape[0], checks.rows)]
                 any_need = False
-        # The images: per run of consecutive samples, one copy from the mapping when the
-        # run is cached (_resident_mapping), else one preadv, straight into the
-        # destination rows. A run with samples to check is read in pieces of checks.rows
-        # samples, each checked (in a checker thread where there is one) while the next
-        # is read.
-        img = l.image_bytes
         mv = memoryview(out["images"]).cast("B") if img else None
         flat = out["images"].reshape(out["images"].shape[0], -1).view(np.uint8) if img else None
+        row_bytes = max(img, 1)
+        # The CRC of copied rows of a plain shard, the arrays' layout worked out once.
+        plain_rows = _crc32c.rows_function(checked) if inline else None
+        pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
-            sh = self._shards[ss_l[r0]]
             check = any_need and bool(need[r0:r1].any())
-            step = checks.rows if check else r1 - r0
-            for p0 in range(r0, r1, step):
-                p1 = min(p0 + step, r1)
+            step = r1 - r0
+            if inline:
+                step = max(1, (_VERIFY_PIECE_BYTES if check else _COPY_PIECE_BYTES) // row_bytes)
+            elif check:
+                step = checks.rows
+            elif parts > 1:
+                step = max(1, _COPY_PIECE_BYTES // row_bytes)
+            pieces += [(r0, p0, min(p0 + step, r1), check) for p0 in range(r0, r1, step)]
+
+        def copy(todo):
+            """Copy pieces ``todo``; with ``inline``, the CRCs of their rows to check:
+            returns (cold runs, [(shard, k, local, rows, crcs)])."""
+            cold, crcs = 0, []
+            for r0, p0, p1, check in todo:
+                sh = self._shards[ss_l[r0]]
                 compact = sh.sections["compact_table"] is not None  # compact images (_compact)
                 raw = self._resident_mapping(sh, ll_l[p0], ll_l[p1 - 1]) if img else None
                 if compact and raw is not None:
                     _compact.copy_run(raw, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                 elif compact:
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
-                    self.cold_runs += 1
+                    cold += 1
                 elif raw is not None:
                     o = sh.sections["image"] + ll_l[p0] * img
                     src = raw[o:o + (p1 - p0) * img].reshape(p1 - p0, img)
@@ -683,14 +716,38 @@ class Warehouse:
                         flat[rows_l[p0:p1]] = src
                 elif img:
                     self._read_rows(sh, "image", ll_l[p0], rows_l[p0:p1], mv, img)
-                    self.cold_runs += 1
+                    cold += 1
                 if small and not self._map_sections:
                     for sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
                 if check:
                     piece = need[p0:p1]
                     if piece.any():
-                        checks.add(sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
+                        group = (sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
+                        if inline:
+                            crcs.append(group + (_piece_crcs(l, checked, [group], plain_rows),))
+                        else:
+                            checks.add(*group)
+            return cold, crcs
+
+        if parts > 1 and len(pieces) > 1:
+            # Contiguous shares of about equal rows: the calling thread copies the first.
+            cut = np.searchsorted(np.cumsum([p1 - p0 for _, p0, p1, _ in pieces]),
+                                  [b * j / parts for j in range(1, parts)], side="left") + 1
+            shares = [pieces[i:j] for i, j in zip([0] + cut.tolist(), cut.tolist() + [len(pieces)]) if i < j]
+            pool = _copy_pool()
+            jobs = [pool.submit(copy, share) for share in shares[1:]]
+            try:
+                done = [copy(shares[0])]
+            finally:  # no copy thread is left writing into out after an error here
+                concurrent.futures.wait(jobs)
+            done += [job.result() for job in jobs]
+        else:
+            done = [copy(pieces)]
+        for cold, crcs in done:
+            self.cold_runs += cold
+            for sh, k, local, dst, got in crcs:
+                checks.found(dst, self._compare(sh, k, local, got))
         if stored:
             for job in stored:
                 job.result()
@@ -787,6 +844,50 @@ class Warehouse:
 
 
 _CHECK_BYTES = 2 << 20  # sample bytes per CRC-32C job of read_batch
+_COPY_PIECE_BYTES = 2 << 20  # image bytes per piece when a read_batch copies in several threads
+_VERIFY_PIECE_BYTES = 512 << 10  # ... and per piece with samples to check (the CRC follows the copy in cache)
+_PARALLEL_BYTES = 4 << 20  # the least batch a read_batch copies in several threads
+_MAX_COPY_THREADS = 4  # threads copying one read_batch, the calling one included
+
+_copy_local = threading.local()  # .solo: read_batch copies in the calling thread only
+_copier = _crc32c.ProcessThreads(lambda: _MAX_COPY_THREADS - 1, "warehouse-copy")
+
+
+def _usable_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _copy_parts(nbytes):
+    """Into how many shares a read_batch of ``nbytes`` (images, boxes, masks) cuts its
+    copies: one per usable CPU up to _MAX_COPY_THREADS, 1 for a small batch, on one CPU,
+    or in a thread that runs read_batch beside others (:func:`copy_in_this_thread`)."""
+    if nbytes < _PARALLEL_BYTES or getattr(_copy_local, "solo", False):
+        return 1
+    return min(_MAX_COPY_THREADS, _usable_cpus())
+
+
+def _copy_pool():
+    """This process's copy threads (parts - 1 of them; see _copy_parts). Separate from the
+    checker threads (_crc32c.checker), whose queue of check_ahead jobs a copy must not
+    wait behind."""
+    return _copier.get()
+
+
+class copy_in_this_thread:  # noqa: N801 (a context manager, used as a function)
+    """``with copy_in_this_thread():`` makes the read_batch calls of this thread copy in
+    this thread only, as the torch loader's reader threads do: they are the parallelism
+    there, and a copy thread per reader would only add switches."""
+
+    def __enter__(self):
+        self.before = getattr(_copy_local, "solo", False)
+        _copy_local.solo = True
+        return self
+
+    def __exit__(self, *exc):
+        _copy_local.solo = self.before
 
 
 class _Checks:
@@ -805,6 +906,7 @@ class _Checks:
         self.rows = max(1, _CHECK_BYTES // max(row, 1))  # samples per job, and per read of a checked run
         self.pool = None
         self.pending, self.pending_rows, self.jobs = [], 0, []
+        self.first_bad = None
 
     def add(self, sh, k, local, rows):
         self.pending.append((sh, k, local, rows))
@@ -822,10 +924,16 @@ class _Checks:
         else:
             self.jobs.append((group, self.pool.submit(_piece_crcs, *args)))
 
+    def found(self, rows, bad):
+        """A check made elsewhere (read_batch's copy threads) of rows ``rows``: ``bad`` is
+        _compare's result for them."""
+        if bad is not None and (self.first_bad is None or rows[bad[0]] < self.first_bad[0]):
+            self.first_bad = (int(rows[bad[0]]), bad[1])
+
     def finish(self):
         if self.pending:
             self._submit(last=True)
-        first_bad = None
+        first_bad = self.first_bad
         for group, got in self.jobs:
             if not isinstance(got, np.ndarray):
                 got = got.result()
@@ -839,7 +947,7 @@ class _Checks:
         return first_bad
 
 
-def _piece_crcs(layout, arrays, group):
+def _piece_crcs(layout, arrays, group, plain_rows=None):
     """The CRC-32C of the rows of a group of pieces (shard, k, local, rows) read into
     ``arrays``, in order, as the shards' checksum tables define them. A plain shard's
     CRC covers the rows as they are (one crc32c_rows call for the group); a compact
@@ -847,7 +955,8 @@ def _piece_crcs(layout, arrays, group):
     (_compact.crc_rows, once per stretch of pieces of one shard). The shards of one
     warehouse are all compact or none (_compact.entry_problem)."""
     if group[0][0].sections["compact_table"] is None:
-        return _crc32c.crc32c_rows(arrays, group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group]))
+        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
+        return _crc32c.crc32c_rows(arrays, rows) if plain_rows is None else plain_rows(rows)
     out, i = [], 0
     while i < len(group):
         j = i + 1
