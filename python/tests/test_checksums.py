@@ -248,7 +248,7 @@ class VerifySamples(unittest.TestCase):
                 wh = warehouse_etl.open(fx["dir"])
                 self.addCleanup(wh.close)
                 with mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked")), \
-                        whmod.copy_in_this_thread():  # copies in one thread (not test_parallel_copies')
+                        whmod.copy_threads(1):  # copies in one thread (not test_parallel_copies')
                     got = wh.read_batch(order)
                 self.assertEqual(wh.samples_verified, n)
                 for key in ("images", "boxes", "mask", "records", "extras"):
@@ -270,7 +270,10 @@ class VerifySamples(unittest.TestCase):
         small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
         with mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: 3):
             self.assertEqual(whmod._copy_parts(1), 3)
-            with whmod.copy_in_this_thread():
+            with whmod.copy_threads(1):
+                self.assertEqual(whmod._copy_parts(1), 1)
+                with whmod.copy_threads(2):
+                    self.assertEqual(whmod._copy_parts(1), 2)
                 self.assertEqual(whmod._copy_parts(1), 1)
             for name in ("f16", "u8", "u8compact", "u8compactwide"):
                 fx = fixture(self, name)
@@ -279,7 +282,7 @@ class VerifySamples(unittest.TestCase):
                 n = len(single)
                 for order in (np.arange(n), np.random.default_rng(7).permutation(n), np.array([n - 1, 0, n - 1, 1])):
                     with self.subTest(name=name, order=order.tolist()[:4]):
-                        with whmod.copy_in_this_thread():
+                        with whmod.copy_threads(1):
                             want = single.read_batch(order)
                         wh = warehouse_etl.open(fx["dir"])
                         self.addCleanup(wh.close)

@@ -45,7 +45,7 @@ import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
 from warehouse_etl._s3reader import S3_OPTIONS
-from warehouse_etl.warehouse import copy_in_this_thread
+from warehouse_etl.warehouse import _usable_cpus, copy_threads
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -514,13 +514,14 @@ class WarehouseDataset(Dataset):
             batch = self._ahead.take(idx, repeats)
             if batch is not None:
                 return batch
-        if get_worker_info() is not None:  # a DataLoader worker process: the workers are the parallelism
-            with copy_in_this_thread():
+        info = get_worker_info()
+        if info is not None:  # a DataLoader worker process: the workers share the CPUs
+            with copy_threads(_usable_cpus() // info.num_workers):
                 return self._read(idx, repeats, True)
         if self._ahead is not None and self._ahead.checking():
             # A first read: a checker thread is checking the batches ahead, and copy
             # threads beside it would only take turns with it for the cores.
-            with copy_in_this_thread():
+            with copy_threads(1):
                 return self._read(idx, repeats, False)
         return self._read(idx, repeats, False)
 
@@ -536,8 +537,10 @@ class WarehouseDataset(Dataset):
         return scratch
 
     def _read_ahead(self, idx, repeats):
-        # A reader thread copies its batch itself: the reader threads are the parallelism.
-        with copy_in_this_thread():
+        # The reader threads share the CPUs for their copies; a read copies alone while a
+        # checker thread checks the batches ahead (first reads).
+        n = 1 if self._ahead.checking() else _usable_cpus() // self.reader_threads
+        with copy_threads(n):
             return self._read(idx, repeats, shared=False)
 
     def _specs(self, b):

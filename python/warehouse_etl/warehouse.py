@@ -583,8 +583,8 @@ class Warehouse:
         (padding slots -1, as the Go reader's batches). The rows are checked against their
         CRC-32C as :func:`open`'s ``verify_samples`` says. A batch of _PARALLEL_BYTES or
         more is copied by this thread and copy threads side by side, its runs cut into
-        pieces (_copy_parts; not in threads that are themselves the parallelism:
-        :class:`copy_in_this_thread`); each thread then checks the first reads of a piece
+        pieces (_copy_parts; fewer threads in threads that read side by side:
+        :class:`copy_threads`); each thread then checks the first reads of a piece
         right after copying it, while the bytes are in its core's cache (a compact
         warehouse's first reads are checked as below, its copies in this thread).
         Otherwise, on a sample's first read (the
@@ -849,7 +849,7 @@ _VERIFY_PIECE_BYTES = 512 << 10  # ... and per piece with samples to check (the 
 _PARALLEL_BYTES = 4 << 20  # the least batch a read_batch copies in several threads
 _MAX_COPY_THREADS = 4  # threads copying one read_batch, the calling one included
 
-_copy_local = threading.local()  # .solo: read_batch copies in the calling thread only
+_copy_local = threading.local()  # .limit: copy_threads' n in this thread
 _copier = _crc32c.ProcessThreads(lambda: _MAX_COPY_THREADS - 1, "warehouse-copy")
 
 
@@ -862,11 +862,11 @@ def _usable_cpus():
 
 def _copy_parts(nbytes):
     """Into how many shares a read_batch of ``nbytes`` (images, boxes, masks) cuts its
-    copies: one per usable CPU up to _MAX_COPY_THREADS, 1 for a small batch, on one CPU,
-    or in a thread that runs read_batch beside others (:func:`copy_in_this_thread`)."""
-    if nbytes < _PARALLEL_BYTES or getattr(_copy_local, "solo", False):
+    copies: one per usable CPU up to _MAX_COPY_THREADS and the calling thread's
+    :class:`copy_threads`, 1 for a small batch or on one CPU."""
+    if nbytes < _PARALLEL_BYTES:
         return 1
-    return min(_MAX_COPY_THREADS, _usable_cpus())
+    return min(_MAX_COPY_THREADS, _usable_cpus(), getattr(_copy_local, "limit", None) or _MAX_COPY_THREADS)
 
 
 def _copy_pool():
@@ -876,18 +876,23 @@ def _copy_pool():
     return _copier.get()
 
 
-class copy_in_this_thread:  # noqa: N801 (a context manager, used as a function)
-    """``with copy_in_this_thread():`` makes the read_batch calls of this thread copy in
-    this thread only, as the torch loader's reader threads do: they are the parallelism
-    there, and a copy thread per reader would only add switches."""
+class copy_threads:  # noqa: N801 (a context manager, used as a function)
+    """``with copy_threads(n):`` makes the read_batch calls of this thread copy with at
+    most n threads, this one included (1: in this thread only). For callers that run
+    reads side by side themselves: the torch loader's R reader threads each take
+    CPUs // R, DataLoader worker processes CPUs // workers, and a read while a checker
+    thread checks batches ahead copies alone."""
+
+    def __init__(self, n):
+        self.n = max(1, int(n))
 
     def __enter__(self):
-        self.before = getattr(_copy_local, "solo", False)
-        _copy_local.solo = True
+        self.before = getattr(_copy_local, "limit", None)
+        _copy_local.limit = self.n
         return self
 
     def __exit__(self, *exc):
-        _copy_local.solo = self.before
+        _copy_local.limit = self.before
 
 
 class _Checks:
