@@ -26,7 +26,9 @@
 #      --no-verify-samples), numpy read_batch (checked and verify_samples=False), our make_loader with 0, 1 and 2
 #      reader threads (checked and verify_samples=False), FFCV's Loader with
 #      1 and 2 workers (random order, os_cache);
-#   4. prints one table of medians: samples/s and GB/s warm, in the first
+#   4. times the disk's ceiling for a shuffled cold epoch: random reads of
+#      a stored sample's size with 1 and 4 in flight (bench/randread.py);
+#   5. prints one table of medians: samples/s and GB/s warm, in the first
 #      epoch of a process, and cold; then the ratios the issues ask for.
 #
 # warm: EPOCHS epochs after a first one, page cache warm. first: a process's
@@ -158,6 +160,10 @@ for round in $(seq "$ROUNDS"); do
     go_reader "$dtype" none --no-verify-samples
     numpy_reader "$dtype"
     numpy_reader "$dtype" --no-verify
+    # The disk's ceiling for a shuffled cold epoch: random reads of a sample's size, 1 and 4 in flight.
+    for q in 1 4; do
+      record "randread-q$q-$dtype" "$("$PY" bench/randread.py --tensor-warehouse "${dir[$dtype]}" --threads "$q" --reads "$n")" cold
+    done
     for w in 0 1 2; do torch_reader "$dtype" "$w"; done
     torch_reader "$dtype" 1 --read-ahead=0   # without the kernel read-ahead advice
     torch_reader "$dtype" 0 --no-verify
@@ -214,5 +220,8 @@ for kind in ("warm", "cold"):
         ratio(f"torch-w2-{d}", kind, "ffcv-w2", kind, 0, "samples/s")
         ratio(f"torch-w1-{d}", kind, f"torch-w1-{d}-ra0", kind, 0, "read-ahead/none")
     ratio("torch-w1-u8", kind, "ffcv-w1", kind, 1, "GB/s")
+for d in ("u8", "u8c"):
+    for w in (1, 2):
+        ratio(f"torch-w{w}-{d}", "cold", f"randread-q4-{d}", "cold", 0, "against the disk's random reads, 4 in flight")
 ratio("torch-mix-w2-u8", "warm", "torch-w2-u8", "warm", 0, "samples/s")
 PYEOF

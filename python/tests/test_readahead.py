@@ -16,6 +16,7 @@ import numpy as np
 import warehouse_etl
 from warehouse_etl import warehouse as whmod
 from warehouse_etl._mix import Mixture
+from warehouse_etl import torch as torchmod
 from warehouse_etl.torch import make_loader
 from tests._fixtures import Reference, fixture, raw
 
@@ -234,7 +235,8 @@ class LoaderReadAhead(unittest.TestCase):
             return job
 
         wh.check_ahead = check
-        loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
+        with mock.patch.object(torchmod, "_usable_cpus", lambda: max(threads, 1)):  # reads copy in one thread
+            loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
         self.addCleanup(loader.dataset.close)
         read = loader.dataset._read
 
@@ -262,6 +264,22 @@ class LoaderReadAhead(unittest.TestCase):
 
     def test_checked_ahead_with_reader_threads(self):
         self.checked_ahead(2)
+
+    def test_no_checks_ahead_where_reads_copy_in_several_threads(self):
+        """Fewer reader threads than CPUs: nothing is checked ahead, each read checks its
+        first reads itself (in its copy threads), every sample once."""
+        fx = fixture(self, "u8")
+        for threads in (0, 1):
+            with self.subTest(threads=threads):
+                wh = warehouse_etl.open(fx["dir"])
+                self.addCleanup(wh.close)
+                wh.check_ahead = mock.Mock(side_effect=AssertionError("checked ahead"))
+                with mock.patch.object(torchmod, "_usable_cpus", lambda: threads + 2):
+                    loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
+                self.addCleanup(loader.dataset.close)
+                n = sum(b["images"].shape[0] for b in loader)
+                self.assertEqual(wh.samples_verified, n)
+                wh.check_ahead.assert_not_called()
 
     def test_read_ahead_zero_advises_nothing(self):
         fx = fixture(self, "u8")

@@ -454,9 +454,15 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
-        # Checks ahead where reads check first reads (not "always", not False).
+        # Checks ahead where reads check first reads (not "always", not False) and copy in
+        # one thread each (as many reader threads as CPUs, or more; one CPU). Where a read
+        # copies in several threads, each checks its pieces right after copying them
+        # (read_batch), from cache, instead of a checker thread reading the stored bytes a
+        # second time beside the copies: on two cores as fast or 2-3% faster, one thread
+        # fewer.
+        solo = max(self.reader_threads, 1) >= _usable_cpus()
         check = (getattr(self.wh, "check_ahead", None)
-                 if self.read_ahead and getattr(self.wh, "verify_samples", True) is True else None)
+                 if self.read_ahead and solo and getattr(self.wh, "verify_samples", True) is True else None)
         cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
         self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs,
                                   check, self.read_ahead)
