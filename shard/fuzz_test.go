@@ -54,6 +54,9 @@ func FuzzParse(f *testing.F) {
 				if err := r.VerifySample(i, buf); (err == nil) != (r.VerifySample(i, nil) == nil) {
 					t.Fatalf("sample %d: VerifySample of the restored copy disagrees with the shard's", i)
 				}
+				if err := r.VerifyRegion(i, b[off:off+int64(n)]); (err == nil) != (r.VerifySample(i, nil) == nil) {
+					t.Fatalf("sample %d: VerifyRegion of the stored region disagrees with VerifySample", i)
+				}
 			}
 			switch l.DType {
 			case F16:
