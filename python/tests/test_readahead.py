@@ -215,7 +215,7 @@ class LoaderReadAhead(unittest.TestCase):
     def test_with_a_reader_thread(self):
         self.check(1)
 
-    def checked_ahead(self, threads):
+    def checked_ahead(self, threads, cpus):
         """Every planned batch but the first is handed to check_ahead before it is read,
         once, in plan order; those are then checked in the checker thread and the first
         by its read (each sample once); an epoch that finds them all checked queues
@@ -235,7 +235,7 @@ class LoaderReadAhead(unittest.TestCase):
             return job
 
         wh.check_ahead = check
-        with mock.patch.object(torchmod, "_usable_cpus", lambda: max(threads, 1)):  # reads copy in one thread
+        with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus):
             loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
         self.addCleanup(loader.dataset.close)
         read = loader.dataset._read
@@ -260,14 +260,17 @@ class LoaderReadAhead(unittest.TestCase):
         self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
 
     def test_checked_ahead_without_reader_threads(self):
-        self.checked_ahead(0)
+        self.checked_ahead(0, cpus=16)  # CPUs left over after the copies
 
     def test_checked_ahead_with_reader_threads(self):
-        self.checked_ahead(2)
+        self.checked_ahead(2, cpus=16)
 
-    def test_no_checks_ahead_where_reads_copy_in_several_threads(self):
-        """Fewer reader threads than CPUs: nothing is checked ahead, each read checks its
-        first reads itself (in its copy threads), every sample once."""
+    def test_checked_ahead_where_reads_copy_alone(self):
+        self.checked_ahead(2, cpus=2)
+
+    def test_no_checks_ahead_where_copies_take_every_cpu(self):
+        """No CPU left over after the reads' copy threads: nothing is checked ahead, each
+        read checks its first reads itself (in its copy threads), every sample once."""
         fx = fixture(self, "u8")
         for threads in (0, 1):
             with self.subTest(threads=threads):

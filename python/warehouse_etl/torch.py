@@ -45,7 +45,7 @@ import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
 from warehouse_etl._s3reader import S3_OPTIONS
-from warehouse_etl.warehouse import _usable_cpus, copy_threads
+from warehouse_etl.warehouse import _MAX_COPY_THREADS, _usable_cpus, copy_threads
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -271,7 +271,6 @@ class _ReadAhead:
         self._cold_runs, self._cold_at_start = cold_runs, None
         self._advising = self._advise_ahead > 0
         self._check, self._check_ahead = check, int(check_ahead) if check is not None else 0
-        self._checking = []  # the last check jobs queued (Futures)
         self._pool = None
         self._lock = threading.Lock()
         self._plan = iter(())
@@ -306,9 +305,7 @@ class _ReadAhead:
             if self._advising:
                 self._advise(more[0])
             if self._check_ahead:
-                jobs = self._check(more[0])  # a Future, None, or a mixture's list of them
-                jobs = [f for f in (jobs if isinstance(jobs, list) else [jobs]) if f is not None]
-                self._checking = jobs or self._checking
+                self._check(more[0])
             self._taken.append(more)
         return key
 
@@ -324,11 +321,6 @@ class _ReadAhead:
         future = self._pool.submit(_call, self._read, idx, repeats) if self._threads else None
         self._pending.append((idx, repeats, future))
         return True
-
-    def checking(self):
-        """Whether a check job of a batch ahead is still queued or running: a checker
-        thread is then busy, and the caller's read should copy in its own thread."""
-        return any(not f.done() for f in self._checking)
 
     def take(self, idx, repeats):
         """The finished read of the next planned batch when it is ``(idx, repeats)`` (its
@@ -454,15 +446,18 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
-        # Checks ahead where reads check first reads (not "always", not False) and copy in
-        # one thread each (as many reader threads as CPUs, or more; one CPU). Where a read
-        # copies in several threads, each checks its pieces right after copying them
-        # (read_batch), from cache, instead of a checker thread reading the stored bytes a
-        # second time beside the copies: on two cores as fast or 2-3% faster, one thread
-        # fewer.
-        solo = max(self.reader_threads, 1) >= _usable_cpus()
+        # Checks ahead where reads check first reads (not "always", not False), unless the
+        # reads copy in several threads each and those take every CPU (each of R readers
+        # copies with up to CPUs // R threads, at most _MAX_COPY_THREADS). Then a read
+        # checks its own first reads, each piece right after its copy, from cache: on two
+        # cores 2-3% faster (0 and 1 reader threads) than a checker thread reading the
+        # stored bytes again beside the copies. Reads that copy alone (2 reader threads on
+        # two cores: 9% faster) or leave CPUs over keep the checks ahead.
+        readers, cpus = max(self.reader_threads, 1), _usable_cpus()
+        parts = min(_MAX_COPY_THREADS, max(1, cpus // readers))
+        ahead_helps = parts == 1 or cpus > readers * parts
         check = (getattr(self.wh, "check_ahead", None)
-                 if self.read_ahead and solo and getattr(self.wh, "verify_samples", True) is True else None)
+                 if self.read_ahead and ahead_helps and getattr(self.wh, "verify_samples", True) is True else None)
         cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
         self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs,
                                   check, self.read_ahead)
@@ -524,11 +519,6 @@ class WarehouseDataset(Dataset):
         if info is not None:  # a DataLoader worker process: the workers share the CPUs
             with copy_threads(_usable_cpus() // info.num_workers):
                 return self._read(idx, repeats, True)
-        if self._ahead is not None and self._ahead.checking():
-            # A first read: a checker thread is checking the batches ahead, and copy
-            # threads beside it would only take turns with it for the cores.
-            with copy_threads(1):
-                return self._read(idx, repeats, False)
         return self._read(idx, repeats, False)
 
     def _scratch_for(self, b):
@@ -543,10 +533,7 @@ class WarehouseDataset(Dataset):
         return scratch
 
     def _read_ahead(self, idx, repeats):
-        # The reader threads share the CPUs for their copies; a read copies alone while a
-        # checker thread checks the batches ahead (first reads).
-        n = 1 if self._ahead.checking() else _usable_cpus() // self.reader_threads
-        with copy_threads(n):
+        with copy_threads(_usable_cpus() // self.reader_threads):  # the reader threads share the CPUs
             return self._read(idx, repeats, shared=False)
 
     def _specs(self, b):
