@@ -215,7 +215,7 @@ class LoaderReadAhead(unittest.TestCase):
     def test_with_a_reader_thread(self):
         self.check(1)
 
-    def checked_ahead(self, threads, cpus):
+    def checked_ahead(self, threads, cpus, name="u8"):
         """Every planned batch but the first is handed to check_ahead before it is read,
         once, in plan order; those are then checked in the checker thread and the first
         by its read (each sample once); an epoch that finds them all checked queues
@@ -223,7 +223,7 @@ class LoaderReadAhead(unittest.TestCase):
         depend on the threads' timing."""
         if whmod._crc32c.checker() is None:
             self.skipTest("checks hold the GIL here (numpy fallback): nothing is checked ahead")
-        fx = fixture(self, "u8")
+        fx = fixture(self, name)
         wh, events, passed = warehouse_etl.open(fx["dir"]), [], []
         self.addCleanup(wh.close)
         check_ahead = wh.check_ahead
@@ -267,6 +267,9 @@ class LoaderReadAhead(unittest.TestCase):
 
     def test_checked_ahead_where_reads_copy_alone(self):
         self.checked_ahead(2, cpus=2)
+
+    def test_checked_ahead_compact(self):
+        self.checked_ahead(0, cpus=2, name="u8compact")  # its reads check from the stored regions, alone
 
     def test_no_checks_ahead_where_copies_take_every_cpu(self):
         """No CPU left over after the reads' copy threads: nothing is checked ahead, each
