@@ -75,6 +75,19 @@ def dct_box(a, b, k):
     release("ksum")
 
 
+def odd_tail(s):
+    """The end of a pass, rows or columns: the odd part's last butterflies and
+    rotations (after shifting right by s), then the even and odd halves joined."""
+    butterfly("x7", "x5")
+    butterfly("x4", "x6")
+    shift("VPSRAD", s, "x4", "x7")
+    dct_box("x4", "x7", "c3")
+    shift("VPSRAD", s, "x5", "x6")
+    dct_box("x5", "x6", "c1")
+    for p, q in (("x0", "x7"), ("x1", "x6"), ("x2", "x5"), ("x3", "x4")):
+        butterfly(p, q)
+
+
 def transpose(rows):
     """The 8x8 int32 transpose of variables rows (each 8 lanes): returns variables
     T0..T7, Tj holding lane j of every row."""
@@ -121,14 +134,7 @@ def main():
     butterfly("x7", "x4")
     for v in ("x6", "x5"):
         emit(f"VPMULLD {const('r8')}, {reg[v]}, {reg[v]}")
-    butterfly("x7", "x5")
-    butterfly("x4", "x6")
-    shift("VPSRAD", 2, "x4", "x7")
-    dct_box("x4", "x7", "c3")
-    shift("VPSRAD", 2, "x5", "x6")
-    dct_box("x5", "x6", "c1")
-    for p, q in (("x0", "x7"), ("x1", "x6"), ("x2", "x5"), ("x3", "x4")):
-        butterfly(p, q)
+    odd_tail(2)
 
     for j, t in enumerate(transpose([f"x{j}" for j in range(8)])):
         rename(t, NAMES[j])
@@ -145,14 +151,7 @@ def main():
     for v in ("x5", "x6"):
         shift("VPSRAD", 13, v)
         emit(f"VPMULLD {const('r14')}, {reg[v]}, {reg[v]}")
-    butterfly("x7", "x5")
-    butterfly("x4", "x6")
-    shift("VPSRAD", 14, "x4", "x7")
-    dct_box("x4", "x7", "c3")
-    shift("VPSRAD", 14, "x5", "x6")
-    dct_box("x5", "x6", "c1")
-    for p, q in (("x0", "x7"), ("x1", "x6"), ("x2", "x5"), ("x3", "x4")):
-        butterfly(p, q)
+    odd_tail(14)
 
     emit("// Output row k is xk>>18 + 128, clipped to 0..255 by the saturating packs.")
     for j in range(8):
