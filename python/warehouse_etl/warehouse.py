@@ -735,7 +735,7 @@ class Warehouse:
             cut = np.searchsorted(np.cumsum([p1 - p0 for _, p0, p1, _ in pieces]),
                                   [b * j / parts for j in range(1, parts)], side="left") + 1
             shares = [pieces[i:j] for i, j in zip([0] + cut.tolist(), cut.tolist() + [len(pieces)]) if i < j]
-            pool = _copy_pool()
+            pool = _copier.get()
             jobs = [pool.submit(copy, share) for share in shares[1:]]
             try:
                 done = [copy(shares[0])]
@@ -850,6 +850,9 @@ _PARALLEL_BYTES = 4 << 20  # the least batch a read_batch copies in several thre
 _MAX_COPY_THREADS = 4  # threads copying one read_batch, the calling one included
 
 _copy_local = threading.local()  # .limit: copy_threads' n in this thread
+# This process's copy threads (parts - 1 of them; see _copy_parts). Separate from the
+# checker threads (_crc32c.checker), whose queue of check_ahead jobs a copy must not wait
+# behind.
 _copier = _crc32c.ProcessThreads(lambda: _MAX_COPY_THREADS - 1, "warehouse-copy")
 
 
@@ -867,13 +870,6 @@ def _copy_parts(nbytes):
     if nbytes < _PARALLEL_BYTES:
         return 1
     return min(_MAX_COPY_THREADS, _usable_cpus(), getattr(_copy_local, "limit", None) or _MAX_COPY_THREADS)
-
-
-def _copy_pool():
-    """This process's copy threads (parts - 1 of them; see _copy_parts). Separate from the
-    checker threads (_crc32c.checker), whose queue of check_ahead jobs a copy must not
-    wait behind."""
-    return _copier.get()
 
 
 class copy_threads:  # noqa: N801 (a context manager, used as a function)
