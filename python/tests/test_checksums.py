@@ -229,9 +229,11 @@ class VerifySamples(unittest.TestCase):
         finally:
             w._CHECK_BYTES = saved
 
-    def test_first_reads_checked_from_the_stored_bytes(self):
-        """read_batch checks first reads from the shards' stored bytes, in checker threads
-        beside its copies, and not on the copied rows; "always" checks the copied rows."""
+    def test_first_reads_checked_where_they_are_read(self):
+        """read_batch copying alone checks a plain warehouse's first reads on the rows
+        it copied (never the stored bytes), a compact one's from the stored regions in
+        checker threads beside its copies (never the copied rows); "always" checks the
+        copied rows of both."""
         if _crc32c.checker() is None:
             self.skipTest("checks hold the GIL here (numpy fallback): copied rows are checked")
         from unittest import mock
@@ -247,8 +249,11 @@ class VerifySamples(unittest.TestCase):
                 want = unchecked.read_batch(order)
                 wh = warehouse_etl.open(fx["dir"])
                 self.addCleanup(wh.close)
-                with mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked")), \
-                        whmod.copy_threads(1):  # copies in one thread (not test_parallel_copies')
+                if "compact" in name:
+                    patch = mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked"))
+                else:
+                    patch = mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked"))
+                with patch, whmod.copy_threads(1):  # copies in one thread (not test_parallel_copies')
                     got = wh.read_batch(order)
                 self.assertEqual(wh.samples_verified, n)
                 for key in ("images", "boxes", "mask", "records", "extras"):
@@ -260,8 +265,8 @@ class VerifySamples(unittest.TestCase):
                 self.assertEqual(always.samples_verified, n)
 
     def test_parallel_copies(self):
-        """A batch copied by several threads, in pieces of one row (first reads checked
-        on the copied rows right after each piece): the same arrays as one thread's
+        """A batch copied by several threads, in pieces of one row (plain first reads
+        checked on the copied rows right after each piece): the same arrays as one thread's
         copies, every sample checked once (plain shards: not from the stored bytes), and
         on a damaged warehouse the refusal of the first bad row in row order."""
         from unittest import mock
@@ -361,7 +366,8 @@ class CheckAhead(unittest.TestCase):
                 self.assertEqual(wh.samples_verified, n)
                 self.assertIsNone(wh.check_ahead(order))  # all checked: nothing queued
                 checked_again = AssertionError("a sample checked ahead was checked again")
-                with mock.patch.object(whmod, "_piece_crcs", side_effect=checked_again):
+                with mock.patch.object(whmod, "_piece_crcs", side_effect=checked_again), \
+                        mock.patch.object(whmod._crc32c, "row_function", side_effect=checked_again):
                     got = wh.read_batch(order)
                     one = wh[int(order[0])]
                 unchecked = warehouse_etl.open(fx["dir"], verify_samples=False)

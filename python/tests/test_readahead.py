@@ -259,31 +259,29 @@ class LoaderReadAhead(unittest.TestCase):
         self.assertEqual(sum(passed), 0)
         self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
 
-    def test_checked_ahead_without_reader_threads(self):
-        self.checked_ahead(0, cpus=16)  # CPUs left over after the copies
-
-    def test_checked_ahead_with_reader_threads(self):
-        self.checked_ahead(2, cpus=16)
-
-    def test_checked_ahead_where_reads_copy_alone(self):
-        self.checked_ahead(2, cpus=2)
-
     def test_checked_ahead_compact(self):
-        self.checked_ahead(0, cpus=2, name="u8compact")  # its reads check from the stored regions, alone
+        # Its reads copy alone and check first reads from the stored regions.
+        for threads, cpus in ((0, 2), (2, 16)):
+            with self.subTest(threads=threads, cpus=cpus):
+                self.checked_ahead(threads, cpus=cpus, name="u8compact")
 
-    def test_no_checks_ahead_where_copies_take_every_cpu(self):
-        """No CPU left over after the reads' copy threads: nothing is checked ahead, each
-        read checks its first reads itself (in its copy threads), every sample once."""
-        fx = fixture(self, "u8")
-        for threads in (0, 1):
-            with self.subTest(threads=threads):
+    def test_plain_reads_check_their_copies(self):
+        """A plain warehouse is not checked ahead, whatever the CPUs and reader threads:
+        each read checks its first reads on the rows it copies, every sample once, never
+        from the stored bytes."""
+        for threads, cpus in ((0, 2), (1, 3), (2, 2), (0, 16), (2, 16)):
+            with self.subTest(threads=threads, cpus=cpus):
+                fx = fixture(self, "u8")
                 wh = warehouse_etl.open(fx["dir"])
                 self.addCleanup(wh.close)
                 wh.check_ahead = mock.Mock(side_effect=AssertionError("checked ahead"))
-                with mock.patch.object(torchmod, "_usable_cpus", lambda: threads + 2):
+                stored = AssertionError("stored bytes were checked")
+                with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus), \
+                        mock.patch.object(whmod, "_usable_cpus", lambda: cpus), \
+                        mock.patch.object(whmod, "_stored_crcs", side_effect=stored):
                     loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
-                self.addCleanup(loader.dataset.close)
-                n = sum(b["images"].shape[0] for b in loader)
+                    n = sum(b["images"].shape[0] for b in loader)
+                loader.dataset.close()
                 self.assertEqual(wh.samples_verified, n)
                 wh.check_ahead.assert_not_called()
 

@@ -311,9 +311,8 @@ def crc32c_rows(arrays, rows, backend=None):
 
 def rows_function(arrays, backend=None):
     """``crc32c_rows(arrays, rows, backend)`` as a function of ``rows``, the arrays'
-    layout worked out once: for a caller that checks a few rows at a time (read_batch's
-    copy threads, each piece right after its copy), where that work cost as much as the
-    CRCs of a row."""
+    layout worked out once: for a caller that checks a few rows at a time, where that
+    work costs as much as the CRCs of a row (one row at a time: :func:`row_function`)."""
     mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
     default, backend = backend is None, backend or BACKEND
     if backend == "isal" and _ISAL is not None:
@@ -365,6 +364,28 @@ def rows_function(arrays, backend=None):
             _warn_slow()
         return _rows_numpy([m[rows] for m in mats])
     return numpy_rows
+
+
+def row_function(arrays, backend=None):
+    """The CRC-32C of row r of ``arrays`` (as :func:`crc32c_rows` defines it) as a
+    function of r returning an int, the layout worked out once: for read_batch's copy
+    threads, which check each row right after copying it and must hold the GIL as
+    little as they can. With ISA-L, one call per array and nothing else (the GIL
+    released for the large parts only: :func:`isal_raw`)."""
+    if (backend or BACKEND) == "isal" and _ISAL_RAW is not None:
+        mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
+        parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+        if all(n < _ISAL_CHUNK for _, n in parts):
+            calls = [(isal_raw(n), base, n) for base, n in parts]
+
+            def isal_row(r):
+                reg = 0xFFFFFFFF
+                for fn, base, n in calls:
+                    reg = fn(base + r * n, n, reg)
+                return reg ^ 0xFFFFFFFF
+            return isal_row
+    rows = rows_function(arrays, backend)
+    return lambda r: int(rows((r,))[0])
 
 
 def crc32c_parts(parts, backend=None):

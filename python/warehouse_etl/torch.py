@@ -45,7 +45,7 @@ import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
 from warehouse_etl._s3reader import S3_OPTIONS
-from warehouse_etl.warehouse import _MAX_COPY_THREADS, _usable_cpus, copy_threads
+from warehouse_etl.warehouse import _usable_cpus, copy_threads
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -390,10 +390,11 @@ class WarehouseDataset(Dataset):
     cache (a dataset larger than memory, the first epoch after a reboot) the disk reads
     them while the batches before are copied. An epoch after one that found every image
     in the page cache is not advised: there the advice would cost a system call per run
-    and read nothing. The same ``read_ahead`` batches are checked ahead
-    (``Warehouse.check_ahead``): where ``verify_samples`` checks first reads, their
-    CRC-32C checks run in a checker thread from the page cache, so that a first epoch
-    copies checked samples at an unchecked read's pace.
+    and read nothing. Reads check the first reads of a plain warehouse on the rows they
+    copy, right after each copy; in a compact warehouse the same ``read_ahead`` batches
+    are checked ahead (``Warehouse.check_ahead``): where ``verify_samples`` checks first
+    reads, their CRC-32C checks run in a checker thread from the stored regions in the
+    page cache, so that the reads copy checked samples.
 
     In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
@@ -446,21 +447,17 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
-        # Checks ahead where reads check first reads (not "always", not False), unless the
-        # reads copy in several threads each and those take every CPU (each of R readers
-        # copies with up to CPUs // R threads, at most _MAX_COPY_THREADS). Then a read
-        # checks its own first reads, each piece right after its copy, from cache: on two
-        # cores 2-3% faster (0 and 1 reader threads) than a checker thread reading the
-        # stored bytes again beside the copies. Reads that copy alone (2 reader threads on
-        # two cores: 9% faster) or leave CPUs over keep the checks ahead, and so do compact
-        # warehouses, whose reads check first reads from the stored regions, copying alone
-        # (read_batch; without checks ahead 19% slower at 0 reader threads on two cores).
-        readers, cpus = max(self.reader_threads, 1), _usable_cpus()
-        parts = min(_MAX_COPY_THREADS, max(1, cpus // readers))
+        # Checks ahead for a compact warehouse, where reads check first reads (not
+        # "always", not False): its reads copy alone and check first reads from the
+        # stored regions (read_batch), which a checker thread does ahead of them. A plain
+        # warehouse's reads check their first reads on the rows they copy, right after
+        # each copy, from cache: checking them ahead from the stored bytes instead was
+        # half as fast on 16 cores (first touches of the mapping's pages cost more than
+        # the CRC) and 0.8x at 2 reader threads on two (docs/performance.md, "Checks on
+        # the copied rows").
         compact = any(w.layout.compact for w in getattr(self.wh, "warehouses", [self.wh]))
-        ahead_helps = parts == 1 or cpus > readers * parts or compact
         check = (getattr(self.wh, "check_ahead", None)
-                 if self.read_ahead and ahead_helps and getattr(self.wh, "verify_samples", True) is True else None)
+                 if self.read_ahead and compact and getattr(self.wh, "verify_samples", True) is True else None)
         cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
         self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs,
                                   check, self.read_ahead)

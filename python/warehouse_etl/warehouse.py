@@ -584,17 +584,18 @@ class Warehouse:
         CRC-32C as :func:`open`'s ``verify_samples`` says. A batch of _PARALLEL_BYTES or
         more is copied by this thread and copy threads side by side, its runs cut into
         pieces (_copy_parts; fewer threads in threads that read side by side:
-        :class:`copy_threads`); each thread then checks the first reads of a piece
-        right after copying it, while the bytes are in its core's cache (a compact
-        warehouse's first reads are checked as below, its copies in this thread).
-        Otherwise, on a sample's first read (the
-        default) checker threads compute the CRCs of the batch's unchecked samples from the
-        shards' stored bytes (their mappings: the page cache) in jobs of about 2 MB, started
-        before the copies and run beside them (``_check_stored``, as :meth:`check_ahead`);
-        a sample they do not pass is checked again on its copied row. With ``"always"``,
-        or without checker threads (the numpy fallback) or mappings (the S3 reader), the
-        copied rows are checked, in jobs of about 2 MB run by checker threads where there
-        are some while the next rows are read (``_Checks``). A mismatch raises
+        :class:`copy_threads`). In a plain warehouse the thread that copied a piece
+        checks its rows to check right after the copy, while the bytes are in its core's
+        cache (one CRC call per row and array, the comparisons with the checksum tables
+        made per shard after the copies). A compact warehouse's rows are copied by this
+        thread; on a sample's first read (the default) checker threads compute the CRCs
+        of the batch's unchecked samples from the shards' stored regions (their mappings:
+        the page cache) in jobs of about 2 MB, started before the copies and run beside
+        them (``_check_stored``, as :meth:`check_ahead`), a sample they do not pass being
+        checked again on its copied row; with ``"always"``, or without checker threads
+        (the numpy fallback) or mappings (the S3 reader), its copied rows are checked, in
+        jobs of about 2 MB run by checker threads where there are some while the next
+        rows are read (``_Checks``). A mismatch raises
         :class:`WarehouseError` naming the shard file and the sample of the first such row
         (in row order), after the whole batch was read.
 
@@ -652,21 +653,23 @@ class Warehouse:
         # run is cached (_resident_mapping), else one preadv, straight into the
         # destination rows. Where a second core is free (_copy_parts), the batch's runs,
         # cut into pieces, are copied by the calling thread and copy threads side by
-        # side, each piece with samples to check checked right after its copy, while its
-        # bytes are in that core's cache. Otherwise first reads are checked from the
-        # stored bytes in checker threads while the copies run (the checker maps the
-        # pages the copies then find mapped), and whatever they do not pass is checked on
-        # its copied row after the copies, for the exact error; a run with samples to
-        # check on their copied rows is read in pieces of checks.rows samples, each
-        # checked (in a checker thread where there is one) while the next is read.
+        # side. First reads of a plain shard are checked by the thread that copied them,
+        # each piece right after its copy, while its bytes are in that core's cache:
+        # checking the stored bytes instead (in checker threads, from the mapping) was
+        # half as fast on 16 cores and 0.7-0.8x on two, a first touch of a mapping's pages
+        # costing more than the CRC (docs/performance.md, "Checks on the copied rows").
+        # A compact shard's first reads are checked from the stored regions in checker
+        # threads while this thread copies (its CRC from restored rows costs Python per
+        # row), and whatever they do not pass is checked on its copied row after the
+        # copies, for the exact error; with "always", or without checker threads or
+        # mappings, a compact run with samples to check is read in pieces of checks.rows
+        # samples, each checked (in a checker thread where there is one) while the next
+        # is read.
         img = l.image_bytes
         parts = _copy_parts(b * (img + l.box_bytes + l.mask_bytes))
         if any_need and l.compact:
-            # A compact row's CRC from its restored image costs Python per row (regions,
-            # bands): first reads of compact shards are checked from the stored regions
-            # in checker threads, beside copies in this thread.
-            parts = 1
-        stored, inline = [], parts > 1 and any_need
+            parts = 1  # checked from the stored regions beside copies in this thread
+        stored, inline = [], any_need and not l.compact
         if any_need and not inline and self.verify_samples is True and self._map_sections:
             pool = _crc32c.checker()
             if pool is not None:
@@ -677,8 +680,12 @@ class Warehouse:
         mv = memoryview(out["images"]).cast("B") if img else None
         flat = out["images"].reshape(out["images"].shape[0], -1).view(np.uint8) if img else None
         row_bytes = max(img, 1)
-        # The CRC of copied rows of a plain shard, the arrays' layout worked out once.
-        plain_rows = _crc32c.rows_function(checked) if inline else None
+        # The CRC of a copied row of a plain shard, the arrays' layout worked out once;
+        # the copy threads note (sorted position, CRC) and the comparisons with the
+        # checksum tables are made after the copies, per shard (Python per row holds the
+        # GIL, which the copy threads share).
+        row_crc = _crc32c.row_function(checked) if inline else None
+        need_l = need.tolist() if inline else None
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
             check = any_need and bool(need[r0:r1].any())
@@ -693,7 +700,7 @@ class Warehouse:
 
         def copy(todo):
             """Copy pieces ``todo``; with ``inline``, the CRCs of their rows to check:
-            returns (cold runs, [(shard, k, local, rows, crcs)])."""
+            returns (cold runs, [(sorted position, crc)])."""
             cold, crcs = 0, []
             for r0, p0, p1, check in todo:
                 sh = self._shards[ss_l[r0]]
@@ -720,14 +727,12 @@ class Warehouse:
                 if small and not self._map_sections:
                     for sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
-                if check:
+                if check and inline:
+                    crcs += [(p, row_crc(rows_l[p])) for p in range(p0, p1) if need_l[p]]
+                elif check:
                     piece = need[p0:p1]
                     if piece.any():
-                        group = (sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
-                        if inline:
-                            crcs.append(group + (_piece_crcs(l, checked, [group], plain_rows),))
-                        else:
-                            checks.add(*group)
+                        checks.add(sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
             return cold, crcs
 
         if parts > 1 and len(pieces) > 1:
@@ -744,10 +749,19 @@ class Warehouse:
             done += [job.result() for job in jobs]
         else:
             done = [copy(pieces)]
+        found = []
         for cold, crcs in done:
             self.cold_runs += cold
-            for sh, k, local, dst, got in crcs:
-                checks.found(dst, self._compare(sh, k, local, got))
+            found += crcs
+        if found:  # compared per shard (sorted positions run shard by shard)
+            found.sort()
+            pos = np.array([p for p, _ in found], dtype=np.int64)
+            got = np.array([c for _, c in found], dtype=np.uint32)
+            kk = ss[pos]
+            cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [pos.shape[0]]
+            for a, e in zip(cuts[:-1], cuts[1:]):
+                k = int(kk[a])
+                checks.found(rows[pos[a:e]], self._compare(self._shards[k], k, ll[pos[a:e]], got[a:e]))
         if stored:
             for job in stored:
                 job.result()
@@ -948,7 +962,7 @@ class _Checks:
         return first_bad
 
 
-def _piece_crcs(layout, arrays, group, plain_rows=None):
+def _piece_crcs(layout, arrays, group):
     """The CRC-32C of the rows of a group of pieces (shard, k, local, rows) read into
     ``arrays``, in order, as the shards' checksum tables define them. A plain shard's
     CRC covers the rows as they are (one crc32c_rows call for the group); a compact
@@ -957,7 +971,7 @@ def _piece_crcs(layout, arrays, group, plain_rows=None):
     warehouse are all compact or none (_compact.entry_problem)."""
     if group[0][0].sections["compact_table"] is None:
         rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
-        return _crc32c.crc32c_rows(arrays, rows) if plain_rows is None else plain_rows(rows)
+        return _crc32c.crc32c_rows(arrays, rows)
     out, i = [], 0
     while i < len(group):
         j = i + 1
