@@ -168,21 +168,26 @@ class LoaderReadAhead(unittest.TestCase):
         want = [b["index"].tolist() for b in plain]
         plain.dataset.close()
         self.assertGreater(len(want), 4)
-        wh, events = warehouse_etl.open(fx["dir"]), []
-        self.addCleanup(wh.close)
-        wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
-        loader = make_loader(wh, 4, reader_threads=threads, read_ahead=2, **kw)
-        self.addCleanup(loader.dataset.close)
-        ds = loader.dataset
-        read = ds._read
+        plan = [sorted(w) for w in want]
+        events = []
 
-        def recording(idx, repeats, shared):
-            events.append(("read", sorted(idx.tolist())))
-            return read(idx, repeats, shared)
+        def new_loader():
+            """A loader of a new process, as it were: its advice and reads recorded."""
+            wh = warehouse_etl.open(fx["dir"])
+            self.addCleanup(wh.close)
+            wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
+            loader = make_loader(wh, 4, reader_threads=threads, read_ahead=2, **kw)
+            self.addCleanup(loader.dataset.close)
+            read = loader.dataset._read
 
-        ds._read = recording
+            def recording(idx, repeats, shared):
+                events.append(("read", sorted(idx.tolist())))
+                return read(idx, repeats, shared)
 
-        def epoch(cached):
+            loader.dataset._read = recording
+            return loader
+
+        def epoch(loader, cached):
             """One epoch with every image run taken as cached or not; its events."""
             events.clear()
             with mock.patch.object(whmod, "_resident", lambda base, off: cached):
@@ -190,24 +195,41 @@ class LoaderReadAhead(unittest.TestCase):
             self.assertEqual(got, want)
             return list(events)
 
-        plan = [sorted(w) for w in want]
-
-        def advised_before_read(ev, what):
+        def advised_before_read(ev, what, first=1):
             advised = [b for kind, b in ev if kind == "advise"]
-            # Every batch but the first is advised once, in plan order.
-            self.assertEqual(advised, plan[1:], what)
-            for t, batch in enumerate(plan[1:], 1):
+            # Every batch from plan[first] on is advised once, in plan order.
+            self.assertEqual(advised, plan[first:], what)
+            for t, batch in enumerate(plan[first:], first):
                 a = ev.index(("advise", batch))
                 r = ev.index(("read", batch))
                 self.assertLess(a, r, f"{what}: batch {t} read before it was advised")
 
-        # The first epoch is advised, and every epoch after one that read cold runs.
-        advised_before_read(epoch(cached=False), "first epoch, cold")
-        advised_before_read(epoch(cached=True), "an epoch after a cold one")
-        # An epoch after one that found every run cached is not advised; the one after
-        # it is again when that one read cold runs.
-        self.assertEqual([e for e in epoch(cached=False) if e[0] == "advise"], [], "an epoch after a warm one")
-        advised_before_read(epoch(cached=True), "an epoch after a cold one, again")
+        def advised_once_cold(ev, what):
+            """A plan that starts unadvised is advised once one of its reads finds a run
+            out of the page cache: the batches taken after that, from the third on
+            without reader threads (the loop reads each batch after taking it from the
+            plan), from the third or fourth with one (as its first read ends before or
+            after the plan's third batch is taken)."""
+            advised = [b for kind, b in ev if kind == "advise"]
+            self.assertTrue(advised, what)
+            first = plan.index(advised[0])
+            self.assertIn(first, range(2, 4 + threads), what)
+            advised_before_read(ev, what, first)
+
+        def not_advised(ev, what):
+            self.assertEqual([e for e in ev if e[0] == "advise"], [], what)
+
+        # A process's first epoch is advised once a read finds a cold run (a warm one
+        # never is); an epoch after one that read cold runs from its start; an epoch
+        # after one that found every run cached once a read finds a cold run.
+        loader = new_loader()
+        not_advised(epoch(loader, cached=True), "first epoch, warm")
+        advised_once_cold(epoch(loader, cached=False), "a cold epoch after a warm one")
+        advised_before_read(epoch(loader, cached=True), "an epoch after a cold one")
+        not_advised(epoch(loader, cached=True), "a warm epoch after a warm one")
+        advised_once_cold(epoch(loader, cached=False), "a cold epoch after a warm one, again")
+        advised_before_read(epoch(loader, cached=False), "a cold epoch after a cold one")
+        advised_once_cold(epoch(new_loader(), cached=False), "first epoch, cold")
 
     def test_without_reader_threads(self):
         self.check(0)

@@ -252,11 +252,13 @@ class _ReadAhead:
     are taken from the plan, so that on a cold page cache the disk reads them while the
     threads copy the batches before; and ``check_ahead`` batches past them are handed
     to ``check`` (the warehouse's ``check_ahead``: their CRC-32C checks run in a checker
-    thread, so that the reads find them checked). A plan is advised unless the one
-    before it found every image run in the page cache (``cold_runs``, the warehouse's
-    count of runs read with preadv, did not move since that plan started): on a warm
-    cache the advice only costs (10-12% of a warm epoch at one reader thread), and the
-    first batch of an epoch, never advised, tells a cold cache at once. With ``threads``
+    thread, so that the reads find them checked). A plan is advised from its start when
+    the one before it read a run out of the page cache (``cold_runs``, the warehouse's
+    count of runs read with preadv, moved while it ran), and otherwise (the process's
+    first plan too) from the moment one of its own reads does: on a warm cache the advice
+    only costs (10-12% of a warm epoch at one reader thread; a warm first epoch ran
+    1.11-1.17x faster without it), and the first batches of an epoch, never advised,
+    tell a cold cache at once. With ``threads``
     0 nothing is read here: the plan only tracks which batch comes next, for the advice
     and the checks, and the caller reads each.
 
@@ -283,7 +285,7 @@ class _ReadAhead:
             self._drop()
             if self._cold_runs is not None and self._advise_ahead:
                 now = self._cold_runs()
-                self._advising = self._cold_at_start is None or now != self._cold_at_start
+                self._advising = self._cold_at_start is not None and now != self._cold_at_start
                 self._cold_at_start = now
             if self._pool is None and self._threads:
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="warehouse-read")
@@ -297,7 +299,14 @@ class _ReadAhead:
         checked. The key returned goes to a read at once: neither advised nor checked
         (its read would do the same work beside it)."""
         key = self._taken.popleft() if self._taken else self._take_key()
-        keep = max(self._advise_ahead if self._advising else 0, self._check_ahead)
+        if (not self._advising and self._advise_ahead and self._cold_runs is not None
+                and self._cold_runs() != self._cold_at_start):
+            # A read of this plan found a run out of the page cache: advise from here on,
+            # the batches taken already (not the one going to a read now) too.
+            self._advising = True
+            for idx, _ in self._taken:
+                self._advise(idx)
+        keep = max(self._advise_ahead, self._check_ahead)  # taken, advised once advising
         while key is not None and len(self._taken) < keep:
             more = self._take_key()
             if more is None:
@@ -388,9 +397,10 @@ class WarehouseDataset(Dataset):
     kernel as the plan is followed (``Warehouse.advise``: ``posix_fadvise(WILLNEED)`` of
     their images), with or without reader threads: where the shards are not in the page
     cache (a dataset larger than memory, the first epoch after a reboot) the disk reads
-    them while the batches before are copied. An epoch after one that found every image
-    in the page cache is not advised: there the advice would cost a system call per run
-    and read nothing. Reads check the first reads of a plain warehouse on the rows they
+    them while the batches before are copied. An epoch (a process's first too) is
+    advised once one of its reads finds an image out of the page cache, from its start
+    when the epoch before did: on a warm cache the advice would cost a system call per
+    run and read nothing. Reads check the first reads of a plain warehouse on the rows they
     copy, right after each copy; in a compact warehouse the same ``read_ahead`` batches
     are checked ahead (``Warehouse.check_ahead``): where ``verify_samples`` checks first
     reads, their CRC-32C checks run in a checker thread from the stored regions in the
