@@ -160,6 +160,17 @@ class CopyPaths(unittest.TestCase):
                         self.assertEqual(raw(got["boxes"]), raw(ref.boxes[idx]), (name, cached, idx.tolist()))
 
 
+def record_reads(loader, events):
+    """Append ("read", sorted indices) to events for each batch the loader's dataset reads."""
+    read = loader.dataset._read
+
+    def recording(idx, repeats, shared):
+        events.append(("read", sorted(idx.tolist())))
+        return read(idx, repeats, shared)
+
+    loader.dataset._read = recording
+
+
 class LoaderReadAhead(unittest.TestCase):
     def check(self, threads):
         fx = fixture(self, "u8")
@@ -178,13 +189,7 @@ class LoaderReadAhead(unittest.TestCase):
             wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
             loader = make_loader(wh, 4, reader_threads=threads, read_ahead=2, **kw)
             self.addCleanup(loader.dataset.close)
-            read = loader.dataset._read
-
-            def recording(idx, repeats, shared):
-                events.append(("read", sorted(idx.tolist())))
-                return read(idx, repeats, shared)
-
-            loader.dataset._read = recording
+            record_reads(loader, events)
             return loader
 
         def epoch(loader, cached):
@@ -260,13 +265,7 @@ class LoaderReadAhead(unittest.TestCase):
         with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus):
             loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
         self.addCleanup(loader.dataset.close)
-        read = loader.dataset._read
-
-        def recording(idx, repeats, shared):
-            events.append(("read", sorted(idx.tolist())))
-            return read(idx, repeats, shared)
-
-        loader.dataset._read = recording
+        record_reads(loader, events)
         plan = [sorted(b["index"].tolist()) for b in loader]
         self.assertGreater(len(plan), 4)
         self.assertEqual([b for kind, b in events if kind == "check"], plan[1:])
