@@ -211,10 +211,10 @@ class LoaderReadAhead(unittest.TestCase):
 
         def advised_once_cold(ev, what):
             """A plan that starts unadvised is advised once one of its reads finds a run
-            out of the page cache: the batches taken after that, from the third on
-            without reader threads (the loop reads each batch after taking it from the
-            plan), from the third or fourth with one (as its first read ends before or
-            after the plan's third batch is taken)."""
+            out of the page cache: the batches taken from the plan after that, from the
+            fourth on without reader threads (the next batch is taken before the loop
+            reads the first), from the third to the fifth with one (as its first read
+            ends before or after the next batches are taken)."""
             advised = [b for kind, b in ev if kind == "advise"]
             self.assertTrue(advised, what)
             first = plan.index(advised[0])
