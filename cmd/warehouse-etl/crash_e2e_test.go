@@ -44,7 +44,7 @@ var (
 	crashVersionRE   = regexp.MustCompile(`^v[0-9a-f]{16}$`)
 	crashLockRE      = regexp.MustCompile(`^\.v[0-9a-f]{16}\.(lock|readers)$`) // build and reader locks
 	crashTmpRE       = regexp.MustCompile(`^\.\.?(v[0-9a-f]{16})(\.config|\.inputs)?\.tmp-`)
-	crashLatestTmpRE = regexp.MustCompile(`^\.latest\.tmp-(v[0-9a-f]{16})$`)
+	crashLatestTmpRE = regexp.MustCompile(`^\.latest(-[^/]+)?\.tmp-(v[0-9a-f]{16})$`)
 )
 
 // crashLog collects a build's stderr and the time each phase message
@@ -654,13 +654,36 @@ func (s *crashSuite) rerun(cfg, root string, clear bool) {
 	}
 }
 
+// TestCrashTemporaryOf: the temporaries the crash test accepts in an output
+// root are those outputroot documents, each mapped to its version.
+func TestCrashTemporaryOf(t *testing.T) {
+	const v = "v0123456789abcdef"
+	for name, want := range map[string]string{
+		"." + v + ".tmp-1a2b":         v, // a build in progress
+		".." + v + ".config.tmp-99":   v, // the owner record's atomic write
+		".." + v + ".inputs.tmp-99":   v, // the input cache's
+		".latest.tmp-" + v:            v, // the next latest
+		".latest-config.tmp-" + v:     v, // the next latest-<config>
+		".latest-nightly.v2.tmp-" + v: v,
+		".latest.tmp-" + v + "x":      "",
+		"latest-config":               "",
+		v:                             "",
+		".latest-config.tmp-v0123":    "",
+		"." + v + ".lock":             "",
+	} {
+		if got := crashTemporaryOf(name); got != want {
+			t.Errorf("crashTemporaryOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 // crashTemporaryOf returns the version a temporary entry belongs to.
 func crashTemporaryOf(name string) string {
 	if m := crashTmpRE.FindStringSubmatch(name); m != nil {
 		return m[1]
 	}
 	if m := crashLatestTmpRE.FindStringSubmatch(name); m != nil {
-		return m[1]
+		return m[2]
 	}
 	return ""
 }
