@@ -9,7 +9,7 @@ epochs, and first_samples, first_seconds of the process's first epoch.
 
 `numpy` plans each epoch with Warehouse.batches and fills one reused set of
 arrays with Warehouse.read_batch (with --check-ahead T, after handing batch
-t+T to Warehouse.check_ahead, as the torch loader does for a compact warehouse). `torch` iterates
+t+T to Warehouse.check_ahead, which the torch loader no longer uses). `torch` iterates
 make_loader (a batch sampler, one whole batch per DataLoader item, --workers
 reader threads in this process), calling set_epoch each epoch. Both read a first epoch
 (every sample checked against its CRC-32C then, unless --no-verify), timed

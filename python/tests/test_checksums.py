@@ -200,15 +200,16 @@ class VerifySamples(unittest.TestCase):
             _crc32c.BACKEND = saved
             warnings.resetwarnings()
 
-    def test_checks_in_checker_threads(self):
-        """Checks cut into jobs of one sample each, run in the checker threads while the
-        next rows are read: the same refusals and counts as one check per batch."""
+    def test_checks_in_pieces_of_one_sample(self):
+        """Checks made piece by piece, one sample a piece, by three copy threads: the
+        same refusals and counts as one check per batch, "always" too."""
+        from unittest import mock
+
         from warehouse_etl import warehouse as w
         case = damaged(self, "flipped image byte")
         i = case["sample"]
-        saved = w._CHECK_BYTES
-        w._CHECK_BYTES = 1
-        try:
+        small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+        with mock.patch.multiple(w, **small), mock.patch.object(w, "_usable_cpus", lambda: 3):
             wh = warehouse_etl.open(case["path"])
             n = len(wh)
             order = [n - 1, i, 0] + [j for j in range(1, n - 1) if j != i]
@@ -220,22 +221,17 @@ class VerifySamples(unittest.TestCase):
                 wh.read_batch(list(range(n)))  # a failed sample is not remembered
             self.assertEqual(wh.read_batch([j for j in range(n) if j != i])["index"].shape[0], n - 1)
             self.assertEqual(wh.samples_verified, n - 1)
-            # "always" checks the copied rows (_Checks), in the same one-sample jobs.
             wh = warehouse_etl.open(case["path"], verify_samples="always")
             with self.assertRaises(warehouse_etl.WarehouseError) as cm:
                 wh.read_batch(order)
             self.assertEqual(str(cm.exception), case["go_error"])
             self.assertEqual(wh.samples_verified, n - 1)
-        finally:
-            w._CHECK_BYTES = saved
 
     def test_first_reads_checked_where_they_are_read(self):
-        """read_batch copying alone checks a plain warehouse's first reads on the rows
-        it copied (never the stored bytes), a compact one's from the stored regions in
-        checker threads beside its copies (never the copied rows); "always" checks the
-        copied rows of both."""
-        if _crc32c.checker() is None:
-            self.skipTest("checks hold the GIL here (numpy fallback): copied rows are checked")
+        """read_batch copying alone checks first reads as it copies them: a plain row as
+        copied, a compact one from its stored region as copied from the mapping; never
+        the stored bytes in checker threads, nor the copied rows again in jobs; "always"
+        the same."""
         from unittest import mock
 
         from warehouse_etl import warehouse as whmod
@@ -247,27 +243,21 @@ class VerifySamples(unittest.TestCase):
                 n = len(unchecked)
                 order = np.random.default_rng(5).permutation(n)
                 want = unchecked.read_batch(order)
-                wh = warehouse_etl.open(fx["dir"])
-                self.addCleanup(wh.close)
-                if "compact" in name:
-                    patch = mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("a copied row was checked"))
-                else:
-                    patch = mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked"))
-                with patch, whmod.copy_threads(1):  # copies in one thread (not test_parallel_copies')
-                    got = wh.read_batch(order)
-                self.assertEqual(wh.samples_verified, n)
-                for key in ("images", "boxes", "mask", "records", "extras"):
-                    self.assertEqual(raw(got[key]), raw(want[key]), key)
-                always = warehouse_etl.open(fx["dir"], verify_samples="always")
-                self.addCleanup(always.close)
-                with mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked")):
-                    always.read_batch(order)
-                self.assertEqual(always.samples_verified, n)
+                for mode in (True, "always"):
+                    wh = warehouse_etl.open(fx["dir"], verify_samples=mode)
+                    self.addCleanup(wh.close)
+                    with mock.patch.object(whmod, "_stored_crcs", side_effect=AssertionError("stored bytes were checked")), \
+                            mock.patch.object(whmod, "_piece_crcs", side_effect=AssertionError("checked in jobs")), \
+                            whmod.copy_threads(1):  # copies in one thread (not test_parallel_copies')
+                        got = wh.read_batch(order)
+                    self.assertEqual(wh.samples_verified, n)
+                    for key in ("images", "boxes", "mask", "records", "extras"):
+                        self.assertEqual(raw(got[key]), raw(want[key]), key)
 
     def test_parallel_copies(self):
-        """A batch copied by several threads, in pieces of one row (plain first reads
-        checked on the copied rows right after each piece): the same arrays as one thread's
-        copies, every sample checked once (plain shards: not from the stored bytes), and
+        """A batch copied by several threads, in pieces of one row (first reads checked
+        right after each piece): the same arrays as one thread's copies, every sample
+        checked once (never from the stored bytes in checker threads), and
         on a damaged warehouse the refusal of the first bad row in row order."""
         from unittest import mock
 
@@ -291,9 +281,8 @@ class VerifySamples(unittest.TestCase):
                             want = single.read_batch(order)
                         wh = warehouse_etl.open(fx["dir"])
                         self.addCleanup(wh.close)
-                        # Compact first reads are checked from the stored regions, as before.
-                        stored = None if "compact" in name else AssertionError("stored bytes were checked")
-                        with mock.patch.object(whmod, "_stored_crcs", side_effect=stored, wraps=whmod._stored_crcs):
+                        stored = AssertionError("stored bytes were checked")
+                        with mock.patch.object(whmod, "_stored_crcs", side_effect=stored):
                             got = wh.read_batch(order)
                         self.assertEqual(wh.samples_verified, len(set(order.tolist())))
                         for key in ("images", "boxes", "mask", "records", "extras", "class_index", "box_count", "index"):

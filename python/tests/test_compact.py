@@ -93,14 +93,15 @@ class CompactImages(unittest.TestCase):
             wh.read_batch([j])
         with self.assertRaisesRegex(warehouse_etl.WarehouseError, "crc32c"):
             wh[j]
-        # The same with the checks cut into jobs of one sample, run in the checker
-        # threads: the damaged sample is refused, every other one passes.
+        # The same copied and checked by three threads, a sample a piece: the damaged
+        # sample is refused, every other one passes.
         from unittest import mock
 
         from warehouse_etl import warehouse as whmod
         n = len(wh)
         order = [n - 1, j, 0] + [i for i in range(1, n - 1) if i != j]
-        with mock.patch.object(whmod, "_CHECK_BYTES", 1):
+        small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+        with mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: 3):
             wh = warehouse_etl.open(d)
             self.addCleanup(wh.close)
             with self.assertRaisesRegex(warehouse_etl.WarehouseError, f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):

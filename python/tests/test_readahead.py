@@ -242,69 +242,26 @@ class LoaderReadAhead(unittest.TestCase):
     def test_with_a_reader_thread(self):
         self.check(1)
 
-    def checked_ahead(self, threads, cpus, name="u8"):
-        """Every planned batch but the first is handed to check_ahead before it is read,
-        once, in plan order; those are then checked in the checker thread and the first
-        by its read (each sample once); an epoch that finds them all checked queues
-        nothing. The checks are waited for as they are queued, so the counts do not
-        depend on the threads' timing."""
-        if whmod._crc32c.checker() is None:
-            self.skipTest("checks hold the GIL here (numpy fallback): nothing is checked ahead")
-        fx = fixture(self, name)
-        wh, events, passed = warehouse_etl.open(fx["dir"]), [], []
-        self.addCleanup(wh.close)
-        check_ahead = wh.check_ahead
-
-        def check(idx):
-            events.append(("check", sorted(np.asarray(idx).tolist())))
-            job = check_ahead(idx)
-            passed.append(0 if job is None else job.result())
-            return job
-
-        wh.check_ahead = check
-        with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus):
-            loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
-        self.addCleanup(loader.dataset.close)
-        record_reads(loader, events)
-        plan = [sorted(b["index"].tolist()) for b in loader]
-        self.assertGreater(len(plan), 4)
-        self.assertEqual([b for kind, b in events if kind == "check"], plan[1:])
-        for t, batch in enumerate(plan[1:], 1):
-            self.assertLess(events.index(("check", batch)), events.index(("read", batch)),
-                            f"batch {t} read before it was checked ahead")
-        self.assertEqual(sum(passed), sum(len(b) for b in plan[1:]))
-        self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
-        self.assertTrue(wh._verified[np.concatenate(plan)].all())
-        passed.clear()
-        self.assertEqual(len(list(loader)), len(plan))
-        self.assertEqual(sum(passed), 0)
-        self.assertEqual(wh.samples_verified, sum(len(b) for b in plan))
-
-    def test_checked_ahead_compact(self):
-        # Its reads copy alone and check first reads from the stored regions.
-        for threads, cpus in ((0, 2), (2, 16)):
-            with self.subTest(threads=threads, cpus=cpus):
-                self.checked_ahead(threads, cpus=cpus, name="u8compact")
-
-    def test_plain_reads_check_their_copies(self):
-        """A plain warehouse is not checked ahead, whatever the CPUs and reader threads:
-        each read checks its first reads on the rows it copies, every sample once, never
-        from the stored bytes."""
-        for threads, cpus in ((0, 2), (1, 3), (2, 2), (0, 16), (2, 16)):
-            with self.subTest(threads=threads, cpus=cpus):
-                fx = fixture(self, "u8")
-                wh = warehouse_etl.open(fx["dir"])
-                self.addCleanup(wh.close)
-                wh.check_ahead = mock.Mock(side_effect=AssertionError("checked ahead"))
-                stored = AssertionError("stored bytes were checked")
-                with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus), \
-                        mock.patch.object(whmod, "_usable_cpus", lambda: cpus), \
-                        mock.patch.object(whmod, "_stored_crcs", side_effect=stored):
-                    loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
-                    n = sum(b["images"].shape[0] for b in loader)
-                loader.dataset.close()
-                self.assertEqual(wh.samples_verified, n)
-                wh.check_ahead.assert_not_called()
+    def test_reads_check_their_copies(self):
+        """Nothing is checked ahead, whatever the layout, CPUs and reader threads: each
+        read checks its first reads as it copies them, every sample once, never from the
+        stored bytes in checker threads."""
+        for name in ("u8", "u8compact"):
+            for threads, cpus in ((0, 2), (1, 3), (2, 2), (0, 16), (2, 16)):
+                with self.subTest(name=name, threads=threads, cpus=cpus):
+                    fx = fixture(self, name)
+                    wh = warehouse_etl.open(fx["dir"])
+                    self.addCleanup(wh.close)
+                    wh.check_ahead = mock.Mock(side_effect=AssertionError("checked ahead"))
+                    stored = AssertionError("stored bytes were checked")
+                    with mock.patch.object(torchmod, "_usable_cpus", lambda: cpus), \
+                            mock.patch.object(whmod, "_usable_cpus", lambda: cpus), \
+                            mock.patch.object(whmod, "_stored_crcs", side_effect=stored):
+                        loader = make_loader(wh, 2, reader_threads=threads, read_ahead=2, seed=3, shuffle="global")
+                        n = sum(b["images"].shape[0] for b in loader)
+                    loader.dataset.close()
+                    self.assertEqual(wh.samples_verified, n)
+                    wh.check_ahead.assert_not_called()
 
     def test_read_ahead_zero_advises_nothing(self):
         fx = fixture(self, "u8")

@@ -276,9 +276,45 @@ def crc_stored(raw, sections, layout, local):
     return out
 
 
+def row_crc_function(raw, sections, layout, arrays):
+    """The CRC-32C of sample j of a compact shard as its checksum table defines it, as
+    a function of (j, r): the table entry and the region as stored in ``raw`` (the
+    shard's mapping, whose region bytes the caller has just copied: in cache), then row
+    r of ``arrays`` (boxes, mask, records, extras as handed out). For read_batch's copy
+    threads, which check each sample right after copying it. With ISA-L the parts go by
+    address and only the region releases the GIL; otherwise crc32c_parts."""
+    table = sections["compact_table"]
+    entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
+    mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
+    c = layout.channels
+    fns = _crc32c._ISAL_RAW if _crc32c.BACKEND == "isal" else None
+    if (fns is not None and entries.flags.c_contiguous
+            and c * layout.width * layout.height < _crc32c._ISAL_CHUNK):
+        held, big = fns[1], _crc32c.isal_raw
+        ebase, base = entries.ctypes.data, raw.ctypes.data
+        small = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+
+        def isal_crc(j, r):
+            e = table[j]
+            n = c * int(e["w"]) * int(e["h"])
+            reg = held(ebase + j * ENTRY.itemsize, ENTRY.itemsize, 0xFFFFFFFF)
+            if n:
+                reg = big(n)(base + int(e["offset"]), n, reg)
+            for b, size in small:
+                reg = held(b + r * size, size, reg)
+            return reg ^ 0xFFFFFFFF
+        return isal_crc
+
+    def parts_crc(j, r):
+        e = table[j]
+        off, n = int(e["offset"]), c * int(e["w"]) * int(e["h"])
+        return crc32c_parts([entries[j], raw[off:off + n]] + [m[r] for m in mats])
+    return parts_crc
+
+
 __all__ = ["VERSION_COMPACT", "COMPACT_VERSIONS", "ENTRY", "header_sections", "parse_compact", "restore", "image",
            "entry_problem",
-           "preadv_full", "read_run", "crc_rows", "crc_stored"]
+           "preadv_full", "read_run", "crc_rows", "crc_stored", "row_crc_function"]
 
 
 def entry_problem(e, layout):

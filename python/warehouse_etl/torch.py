@@ -250,34 +250,29 @@ class _ReadAhead:
     ``advise_ahead`` batches past those handed to the threads are advised to the kernel
     (``advise``, the warehouse's ``posix_fadvise(WILLNEED)`` of their images) as they
     are taken from the plan, so that on a cold page cache the disk reads them while the
-    threads copy the batches before; and ``check_ahead`` batches past them are handed
-    to ``check`` (the warehouse's ``check_ahead``: their CRC-32C checks run in a checker
-    thread, so that the reads find them checked). A plan is advised from its start when
+    threads copy the batches before. A plan is advised from its start when
     the one before it read a run out of the page cache (``cold_runs``, the warehouse's
     count of runs read with preadv, moved while it ran), and otherwise (the process's
     first plan too) from the moment one of its own reads does: on a warm cache the advice
     only costs (10-12% of a warm epoch at one reader thread; a warm first epoch ran
     1.11-1.17x faster without it), and the first batches of an epoch, never advised,
-    tell a cold cache at once. With ``threads``
-    0 nothing is read here: the plan only tracks which batch comes next, for the advice
-    and the checks, and the caller reads each.
+    tell a cold cache at once. With ``threads`` 0 nothing is read here: the plan only
+    tracks which batch comes next, for the advice, and the caller reads each.
 
     ``read`` is a bound method of the dataset, held weakly: the dataset owns this
     object, not the other way round, so dropping the dataset stops the threads."""
 
-    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, cold_runs=None, check=None,
-                 check_ahead=0):
+    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, cold_runs=None):
         self._read = weakref.WeakMethod(read)
         self._threads, self._ahead = int(threads), max(int(ahead), 1)
         self._advise, self._advise_ahead = advise, int(advise_ahead) if advise is not None else 0
         self._cold_runs, self._cold_at_start = cold_runs, None
         self._advising = self._advise_ahead > 0
-        self._check, self._check_ahead = check, int(check_ahead) if check is not None else 0
         self._pool = None
         self._lock = threading.Lock()
         self._plan = iter(())
         self._pending = collections.deque()  # (indices, repeats, future or None), in plan order
-        self._taken = collections.deque()  # (indices, repeats) taken from the plan, advised or checked
+        self._taken = collections.deque()  # (indices, repeats) taken from the plan, advised once advising
 
     def start(self, plan):
         """Read ahead the batches of ``plan``, after dropping the plan before."""
@@ -295,9 +290,8 @@ class _ReadAhead:
 
     def _next(self):
         """The next batch key of the plan (None at its end), keeping ``advise_ahead``
-        keys after it taken and advised (when advising) and ``check_ahead`` taken and
-        checked. The key returned goes to a read at once: neither advised nor checked
-        (its read would do the same work beside it)."""
+        keys after it taken and advised (when advising). The key returned goes to a read
+        at once: not advised (its read would do the same work beside it)."""
         key = self._taken.popleft() if self._taken else self._take_key()
         if (not self._advising and self._advise_ahead and self._cold_runs is not None
                 and self._cold_runs() != self._cold_at_start):
@@ -306,15 +300,12 @@ class _ReadAhead:
             self._advising = True
             for idx, _ in self._taken:
                 self._advise(idx)
-        keep = max(self._advise_ahead, self._check_ahead)  # taken, advised once advising
-        while key is not None and len(self._taken) < keep:
+        while key is not None and len(self._taken) < self._advise_ahead:
             more = self._take_key()
             if more is None:
                 break
             if self._advising:
                 self._advise(more[0])
-            if self._check_ahead:
-                self._check(more[0])
             self._taken.append(more)
         return key
 
@@ -400,11 +391,10 @@ class WarehouseDataset(Dataset):
     them while the batches before are copied. An epoch (a process's first too) is
     advised once one of its reads finds an image out of the page cache, from its start
     when the epoch before did: on a warm cache the advice would cost a system call per
-    run and read nothing. Reads check the first reads of a plain warehouse on the rows they
-    copy, right after each copy; in a compact warehouse the same ``read_ahead`` batches
-    are checked ahead (``Warehouse.check_ahead``): where ``verify_samples`` checks first
-    reads, their CRC-32C checks run in a checker thread from the stored regions in the
-    page cache, so that the reads copy checked samples.
+    run and read nothing. Reads check first reads as they copy them, each row right
+    after its copy (``Warehouse.read_batch``); nothing is checked ahead: checking the
+    stored bytes in checker threads ahead of the reads measured slower everywhere
+    (docs/performance.md, "Checks on the copied rows").
 
     In the process that iterates (``make_loader``, or a DataLoader with
     ``num_workers=0``) a batch's tensors live in memory that is reused once nothing
@@ -457,21 +447,9 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
-        # Checks ahead for a compact warehouse, where reads check first reads (not
-        # "always", not False): its reads copy alone and check first reads from the
-        # stored regions (read_batch), which a checker thread does ahead of them. A plain
-        # warehouse's reads check their first reads on the rows they copy, right after
-        # each copy, from cache: checking them ahead from the stored bytes instead was
-        # half as fast on 16 cores (first touches of the mapping's pages cost more than
-        # the CRC) and 0.8x at 2 reader threads on two (docs/performance.md, "Checks on
-        # the copied rows").
-        compact = any(w.layout.compact for w in getattr(self.wh, "warehouses", [self.wh]))
-        check = (getattr(self.wh, "check_ahead", None)
-                 if self.read_ahead and compact and getattr(self.wh, "verify_samples", True) is True else None)
         cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
-        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs,
-                                  check, self.read_ahead)
-                       if ahead or advise is not None or check is not None else None)
+        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs)
+                       if ahead or advise is not None else None)
 
     def __getstate__(self):
         return {"wh": self.wh, "normalize": self.normalize, "reader_threads": self.reader_threads,

@@ -383,9 +383,9 @@ class Warehouse:
         """Check the samples ``indices`` against their CRC-32C ahead of their read: a job
         for a checker thread (``_crc32c.checker()``) computes each sample's CRC from the
         shard's mapping (the stored bytes in the page cache, pages faulted in there) and
-        marks those that pass, so that ``read_batch`` only copies them and a checked first
-        read costs about what an unchecked one does where a core is free. The torch loader
-        checks the batches ``read_ahead`` past those it reads so.
+        marks those that pass, so that ``read_batch`` only copies them. Neither read_batch
+        nor the torch loader uses it: read_batch's own checks, each row right after its
+        copy, measured faster (docs/performance.md, "Checks on the copied rows").
 
         Returns the job's Future (its result: the number of samples that passed), or None
         when nothing was queued: ``verify_samples`` is not True (``"always"`` checks
@@ -584,18 +584,11 @@ class Warehouse:
         CRC-32C as :func:`open`'s ``verify_samples`` says. A batch of _PARALLEL_BYTES or
         more is copied by this thread and copy threads side by side, its runs cut into
         pieces (_copy_parts; fewer threads in threads that read side by side:
-        :class:`copy_threads`). In a plain warehouse the thread that copied a piece
-        checks its rows to check right after the copy, while the bytes are in its core's
-        cache (one CRC call per row and array, the comparisons with the checksum tables
-        made per shard after the copies). A compact warehouse's rows are copied by this
-        thread; on a sample's first read (the default) checker threads compute the CRCs
-        of the batch's unchecked samples from the shards' stored regions (their mappings:
-        the page cache) in jobs of about 2 MB, started before the copies and run beside
-        them (``_check_stored``, as :meth:`check_ahead`), a sample they do not pass being
-        checked again on its copied row; with ``"always"``, or without checker threads
-        (the numpy fallback) or mappings (the S3 reader), its copied rows are checked, in
-        jobs of about 2 MB run by checker threads where there are some while the next
-        rows are read (``_Checks``). A mismatch raises
+        :class:`copy_threads`). The thread that copied a piece checks its rows to check
+        right after the copy, while the bytes are in its core's cache: a plain row as
+        copied, a compact one from its stored region just copied from the mapping (or,
+        read with preadv, from its restored row); one CRC call per part, the comparisons
+        with the checksum tables made per shard after the copies. A mismatch raises
         :class:`WarehouseError` naming the shard file and the sample of the first such row
         (in row order), after the whole batch was read.
 
@@ -628,7 +621,6 @@ class Warehouse:
         rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
         small = l.small_sections()  # out's arrays of them have the sections' names
         checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
-        checks = _Checks(self, checked, l)
         # Per shard, each small section (boxes, mask, records, extras: a few hundred bytes
         # a sample) is gathered from the shard's mapping in one vectorised step, instead of
         # a preadv per run and section: a shuffled batch is a run per sample.
@@ -653,54 +645,38 @@ class Warehouse:
         # run is cached (_resident_mapping), else one preadv, straight into the
         # destination rows. Where a second core is free (_copy_parts), the batch's runs,
         # cut into pieces, are copied by the calling thread and copy threads side by
-        # side. First reads of a plain shard are checked by the thread that copied them,
-        # each piece right after its copy, while its bytes are in that core's cache:
-        # checking the stored bytes instead (in checker threads, from the mapping) was
-        # half as fast on 16 cores and 0.7-0.8x on two, a first touch of a mapping's pages
-        # costing more than the CRC (docs/performance.md, "Checks on the copied rows").
-        # A compact shard's first reads are checked from the stored regions in checker
-        # threads while this thread copies (its CRC from restored rows costs Python per
-        # row), and whatever they do not pass is checked on its copied row after the
-        # copies, for the exact error; with "always", or without checker threads or
-        # mappings, a compact run with samples to check is read in pieces of checks.rows
-        # samples, each checked (in a checker thread where there is one) while the next
-        # is read.
+        # side. First reads are checked by the thread that copied them, each piece right
+        # after its copy, while its bytes are in that core's cache: a plain row as copied,
+        # a compact one from its stored region just copied (or, read into place with
+        # preadv, from its restored row). Checking the stored bytes instead, in checker
+        # threads from the mapping, was half as fast on 16 cores and 0.7-0.9x on two, a
+        # first touch of a mapping's pages costing more than the CRC (docs/performance.md,
+        # "Checks on the copied rows"). The copy threads note (sorted position, CRC); the
+        # comparisons with the checksum tables are made after the copies, per shard.
         img = l.image_bytes
         parts = _copy_parts(b * (img + l.box_bytes + l.mask_bytes))
-        if any_need and l.compact:
-            parts = 1  # checked from the stored regions beside copies in this thread
-        stored, inline = [], any_need and not l.compact
-        if any_need and not inline and self.verify_samples is True and self._map_sections:
-            pool = _crc32c.checker()
-            if pool is not None:
-                todo = np.unique(self.shard_starts[ss[need]] + ll[need])
-                stored = [pool.submit(self._check_stored, todo[j:j + checks.rows])
-                          for j in range(0, todo.shape[0], checks.rows)]
-                any_need = False
         mv = memoryview(out["images"]).cast("B") if img else None
         flat = out["images"].reshape(out["images"].shape[0], -1).view(np.uint8) if img else None
         row_bytes = max(img, 1)
-        # The CRC of a copied row of a plain shard, the arrays' layout worked out once;
-        # the copy threads note (sorted position, CRC) and the comparisons with the
-        # checksum tables are made after the copies, per shard (Python per row holds the
-        # GIL, which the copy threads share).
-        row_crc = _crc32c.row_function(checked) if inline else None
-        need_l = need.tolist() if inline else None
+        # The CRC of a copied row of a plain shard, the arrays' layout worked out once
+        # (Python per row holds the GIL, which the copy threads share); per compact shard,
+        # of a sample from its mapping and the copied small rows.
+        row_crc = _crc32c.row_function(checked) if any_need and not l.compact else None
+        compact_crc = {}  # shard index: _compact.row_crc_function of its mapping
+        need_l = need.tolist()
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
             check = any_need and bool(need[r0:r1].any())
             step = r1 - r0
-            if inline:
-                step = max(1, (_VERIFY_PIECE_BYTES if check else _COPY_PIECE_BYTES) // row_bytes)
-            elif check:
-                step = checks.rows
+            if check:
+                step = max(1, _VERIFY_PIECE_BYTES // row_bytes)
             elif parts > 1:
                 step = max(1, _COPY_PIECE_BYTES // row_bytes)
             pieces += [(r0, p0, min(p0 + step, r1), check) for p0 in range(r0, r1, step)]
 
         def copy(todo):
-            """Copy pieces ``todo``; with ``inline``, the CRCs of their rows to check:
-            returns (cold runs, [(sorted position, crc)])."""
+            """Copy pieces ``todo`` and compute the CRCs of their rows to check: returns
+            (cold runs, [(sorted position, crc)])."""
             cold, crcs = 0, []
             for r0, p0, p1, check in todo:
                 sh = self._shards[ss_l[r0]]
@@ -727,12 +703,19 @@ class Warehouse:
                 if small and not self._map_sections:
                     for sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
-                if check and inline:
+                if not check:
+                    continue
+                if not compact:
                     crcs += [(p, row_crc(rows_l[p])) for p in range(p0, p1) if need_l[p]]
-                elif check:
-                    piece = need[p0:p1]
-                    if piece.any():
-                        checks.add(sh, ss_l[r0], ll[p0:p1][piece], rows[p0:p1][piece])
+                elif raw is not None:  # the stored regions just copied: in cache
+                    k = ss_l[r0]
+                    f = compact_crc.get(k) or compact_crc.setdefault(
+                        k, _compact.row_crc_function(raw, sh.sections, l, checked[1:]))
+                    crcs += [(p, f(ll_l[p], rows_l[p])) for p in range(p0, p1) if need_l[p]]
+                else:  # read into place: from the restored rows
+                    ps = [p for p in range(p0, p1) if need_l[p]]
+                    got = _compact.crc_rows(sh.sections, l, [ll_l[p] for p in ps], checked, [rows_l[p] for p in ps])
+                    crcs += list(zip(ps, got.tolist()))
             return cold, crcs
 
         if parts > 1 and len(pieces) > 1:
@@ -753,6 +736,7 @@ class Warehouse:
         for cold, crcs in done:
             self.cold_runs += cold
             found += crcs
+        first_bad = None  # (row, error): the first mismatch in row order
         if found:  # compared per shard (sorted positions run shard by shard)
             found.sort()
             pos = np.array([p for p, _ in found], dtype=np.int64)
@@ -761,19 +745,11 @@ class Warehouse:
             cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [pos.shape[0]]
             for a, e in zip(cuts[:-1], cuts[1:]):
                 k = int(kk[a])
-                checks.found(rows[pos[a:e]], self._compare(self._shards[k], k, ll[pos[a:e]], got[a:e]))
-        if stored:
-            for job in stored:
-                job.result()
-            for s0, s1 in zip(bounds[:-1], bounds[1:]):
-                piece = need[s0:s1]
-                if piece.any():
-                    sh = self._shards[ss_l[s0]]
-                    loc, dst = ll[s0:s1][piece], rows[s0:s1][piece]
-                    left = ~sh.verified[loc]
-                    if left.any():
-                        checks.add(sh, ss_l[s0], loc[left], dst[left])
-        first_bad = checks.finish()
+                bad = self._compare(self._shards[k], k, ll[pos[a:e]], got[a:e])
+                if bad is not None:
+                    r = int(rows[pos[a + bad[0]]])
+                    if first_bad is None or r < first_bad[0]:
+                        first_bad = (r, bad[1])
         if first_bad is not None:
             raise first_bad[1]
         rec = out["records"]
@@ -857,7 +833,6 @@ class Warehouse:
         yield from indices
 
 
-_CHECK_BYTES = 2 << 20  # sample bytes per CRC-32C job of read_batch
 _COPY_PIECE_BYTES = 2 << 20  # image bytes per piece when a read_batch copies in several threads
 _VERIFY_PIECE_BYTES = 512 << 10  # ... and per piece with samples to check (the CRC follows the copy in cache)
 _PARALLEL_BYTES = 4 << 20  # the least batch a read_batch copies in several threads
@@ -903,63 +878,6 @@ class copy_threads:  # noqa: N801 (a context manager, used as a function)
 
     def __exit__(self, *exc):
         _copy_local.limit = self.before
-
-
-class _Checks:
-    """The CRC-32C checks of one ``read_batch``: rows are added as they are read and
-    checked in jobs of about _CHECK_BYTES, each in a checker thread of
-    ``_crc32c.checker()`` (the CRC code releases the GIL) while the reading thread
-    reads the next rows, so that a checked read costs about what an unchecked one
-    does where a second core is free; the last job runs in the reading thread. Without
-    checker threads (the numpy fallback) every job runs in the reading thread.
-    ``finish`` waits for the jobs, marks the samples that passed and returns the first
-    failure in row order (row, error) or None."""
-
-    def __init__(self, wh, arrays, layout):
-        self.wh, self.arrays = wh, arrays
-        row = layout.image_bytes + layout.box_bytes + layout.mask_bytes + layout.record_size + layout.extra_bytes
-        self.rows = max(1, _CHECK_BYTES // max(row, 1))  # samples per job, and per read of a checked run
-        self.pool = None
-        self.pending, self.pending_rows, self.jobs = [], 0, []
-        self.first_bad = None
-
-    def add(self, sh, k, local, rows):
-        self.pending.append((sh, k, local, rows))
-        self.pending_rows += rows.shape[0]
-        if self.pending_rows >= self.rows:
-            self._submit(last=False)
-
-    def _submit(self, last):
-        group, self.pending, self.pending_rows = self.pending, [], 0
-        if not last and self.pool is None:
-            self.pool = _crc32c.checker()
-        args = (self.wh.layout, self.arrays, group)
-        if last or self.pool is None:
-            self.jobs.append((group, _piece_crcs(*args)))
-        else:
-            self.jobs.append((group, self.pool.submit(_piece_crcs, *args)))
-
-    def found(self, rows, bad):
-        """A check made elsewhere (read_batch's copy threads) of rows ``rows``: ``bad`` is
-        _compare's result for them."""
-        if bad is not None and (self.first_bad is None or rows[bad[0]] < self.first_bad[0]):
-            self.first_bad = (int(rows[bad[0]]), bad[1])
-
-    def finish(self):
-        if self.pending:
-            self._submit(last=True)
-        first_bad = self.first_bad
-        for group, got in self.jobs:
-            if not isinstance(got, np.ndarray):
-                got = got.result()
-            off = 0
-            for sh, k, local, rows in group:
-                n = rows.shape[0]
-                bad = self.wh._compare(sh, k, local, got[off:off + n])
-                off += n
-                if bad is not None and (first_bad is None or rows[bad[0]] < first_bad[0]):
-                    first_bad = (int(rows[bad[0]]), bad[1])
-        return first_bad
 
 
 def _piece_crcs(layout, arrays, group):
