@@ -246,34 +246,11 @@ def crc_rows(sections, layout, local, arrays, rows):
 def crc_stored(raw, sections, layout, local):
     """The CRC-32C of each of samples ``local`` of a compact shard from its stored bytes
     (``raw``: the shard's mapping as uint8): the table entry, the region as stored, then
-    the boxes, mask, record and extras rows. With ISA-L the parts go by address, and only
-    large ones release the GIL (as crc_rows)."""
-    table = sections["compact_table"]
-    entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
-    n = table.shape[0]
+    the boxes, mask, record and extras rows (row_crc_function over the stored rows)."""
+    n = sections["compact_table"].shape[0]
     smalls = [raw[sections[sec]:sections[sec] + n * size].reshape(n, size) for sec, size in layout.small_sections()]
-    local = np.asarray(local, dtype=np.int64)
-    sel = table[local]
-    offs = sel["offset"].astype(np.int64).tolist()
-    sizes = (layout.channels * sel["w"].astype(np.int64) * sel["h"].astype(np.int64)).tolist()
-    out = np.empty(local.shape[0], dtype=np.uint32)
-    fns = _crc32c._ISAL_RAW if _crc32c.BACKEND == "isal" else None
-    if (fns is not None and entries.flags.c_contiguous
-            and layout.channels * layout.width * layout.height < _crc32c._ISAL_CHUNK):
-        held = fns[1]
-        ebase, base = entries.ctypes.data, raw.ctypes.data
-        small = [(m.ctypes.data, m.shape[1]) for m in smalls]
-        for k, j in enumerate(local.tolist()):
-            reg = held(ebase + j * ENTRY.itemsize, ENTRY.itemsize, 0xFFFFFFFF)
-            if sizes[k]:
-                reg = _crc32c.isal_raw(sizes[k])(base + offs[k], sizes[k], reg)
-            for b, size in small:
-                reg = held(b + j * size, size, reg)
-            out[k] = reg ^ 0xFFFFFFFF
-        return out
-    for k, j in enumerate(local.tolist()):
-        out[k] = crc32c_parts([entries[j], raw[offs[k]:offs[k] + sizes[k]]] + [m[j] for m in smalls])
-    return out
+    crc = row_crc_function(raw, sections, layout, smalls)
+    return np.array([crc(j, j) for j in np.asarray(local, dtype=np.int64).tolist()], dtype=np.uint32)
 
 
 def row_crc_function(raw, sections, layout, arrays):
@@ -285,7 +262,7 @@ def row_crc_function(raw, sections, layout, arrays):
     address and only the region releases the GIL; otherwise crc32c_parts."""
     table = sections["compact_table"]
     entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
-    mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
+    mats = _crc32c._byte_rows(arrays)
     c = layout.channels
     fns = _crc32c._ISAL_RAW if _crc32c.BACKEND == "isal" else None
     if (fns is not None and entries.flags.c_contiguous

@@ -313,23 +313,17 @@ def rows_function(arrays, backend=None):
     """``crc32c_rows(arrays, rows, backend)`` as a function of ``rows``, the arrays'
     layout worked out once: for a caller that checks a few rows at a time, where that
     work costs as much as the CRCs of a row (one row at a time: :func:`row_function`)."""
-    mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
+    mats = _byte_rows(arrays)
     default, backend = backend is None, backend or BACKEND
     if backend == "isal" and _ISAL is not None:
         parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
-        if _ISAL_RAW is not None and all(n < _ISAL_CHUNK for _, n in parts):
-            # The register carried from part to part (crc32_iscsi neither inverts nor
-            # finishes it), the GIL released only for large parts.
-            calls = [(isal_raw(n), base, n) for base, n in parts]
-
+        row = _isal_raw_row(parts)
+        if row is not None:
             def raw_rows(rows):
                 rows = np.asarray(rows, dtype=np.int64)
                 out = np.empty(rows.shape[0], dtype=np.uint32)
                 for k, r in enumerate(rows.tolist()):
-                    reg = 0xFFFFFFFF
-                    for fn, base, n in calls:
-                        reg = fn(base + r * n, n, reg)
-                    out[k] = reg ^ 0xFFFFFFFF
+                    out[k] = row(r)
                 return out
             return raw_rows
 
@@ -372,20 +366,34 @@ def row_function(arrays, backend=None):
     threads, which check each row right after copying it and must hold the GIL as
     little as they can. With ISA-L, one call per array and nothing else (the GIL
     released for the large parts only: :func:`isal_raw`)."""
-    if (backend or BACKEND) == "isal" and _ISAL_RAW is not None:
-        mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
-        parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
-        if all(n < _ISAL_CHUNK for _, n in parts):
-            calls = [(isal_raw(n), base, n) for base, n in parts]
-
-            def isal_row(r):
-                reg = 0xFFFFFFFF
-                for fn, base, n in calls:
-                    reg = fn(base + r * n, n, reg)
-                return reg ^ 0xFFFFFFFF
-            return isal_row
+    if (backend or BACKEND) == "isal" and _ISAL is not None:
+        row = _isal_raw_row([(m.ctypes.data, m.shape[1]) for m in _byte_rows(arrays) if m.shape[1]])
+        if row is not None:
+            return row
     rows = rows_function(arrays, backend)
     return lambda r: int(rows((r,))[0])
+
+
+def _byte_rows(arrays):
+    """Each array as a C-contiguous uint8 matrix, one row per row of the array."""
+    return [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays]
+
+
+def _isal_raw_row(parts):
+    """The CRC-32C of row r of ``parts`` ((address, row bytes) per array) as a function
+    of r: crc32_iscsi on the raw register carried from part to part (it neither inverts
+    nor finishes it), the GIL released only for large parts. None where the raw function
+    is not there or a part is too long for one call."""
+    if _ISAL_RAW is None or not all(n < _ISAL_CHUNK for _, n in parts):
+        return None
+    calls = [(isal_raw(n), base, n) for base, n in parts]
+
+    def row(r):
+        reg = 0xFFFFFFFF
+        for fn, base, n in calls:
+            reg = fn(base + r * n, n, reg)
+        return reg ^ 0xFFFFFFFF
+    return row
 
 
 def crc32c_parts(parts, backend=None):

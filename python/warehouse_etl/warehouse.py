@@ -865,8 +865,7 @@ class copy_threads:  # noqa: N801 (a context manager, used as a function)
     """``with copy_threads(n):`` makes the read_batch calls of this thread copy with at
     most n threads, this one included (1: in this thread only). For callers that run
     reads side by side themselves: the torch loader's R reader threads each take
-    CPUs // R, DataLoader worker processes CPUs // workers, and a read while a checker
-    thread checks batches ahead copies alone."""
+    CPUs // R, DataLoader worker processes CPUs // workers."""
 
     def __init__(self, n):
         self.n = max(1, int(n))
