@@ -59,7 +59,8 @@ for tool in go convert "$PY"; do
 done
 "$PY" -c 'import numpy, torch, ffcv, cv2' ||
   { echo "bench: $PY cannot import numpy/torch/ffcv/cv2 (apt-get install python3-numpy python3-torch python3-ffcv python3-opencv)" >&2; exit 1; }
-export PYTHONPATH=$PWD/python
+# The package as pip installs it: its compiled part built (bench/python_package.sh).
+export PYTHONPATH=$(bash bench/python_package.sh "$PY" "$WORK/python")
 
 mkdir -p "$WORK"/{data,out,cfg}
 echo "== frames: $RUNS runs x $FRAMES 1080p JPEG in $WORK/data" >&2

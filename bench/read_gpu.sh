@@ -28,7 +28,8 @@ FRAMES_FROM=${FRAMES_FROM:-}
 MODEL=${MODEL:-}
 COMPACT=${COMPACT:-}        # 1: the warehouse stores compact_images (out/u8c)
 BENCH_ARGS=${BENCH_ARGS:-}
-export PYTHONPATH=$PWD/python
+# The package as pip installs it: its compiled part built (bench/python_package.sh).
+export PYTHONPATH=$(bash bench/python_package.sh "$PY" "$WORK/python")
 
 mkdir -p "$WORK"
 if [ -z "$BIN" ]; then

@@ -25,7 +25,8 @@ THREADS=${THREADS:-0 1 2}
 WINDOWS=${WINDOWS:-action/ctrl=0:50,signal/joint_pos=-2:1}
 WORK=${WORK:-/tmp/warehouse-windows-bench}
 PY=/usr/bin/python3
-export PYTHONPATH=$PWD/python
+# The package as pip installs it: its compiled part built (bench/python_package.sh).
+export PYTHONPATH=$(bash bench/python_package.sh "$PY" "$WORK/python")
 
 mkdir -p "$WORK"/{out,cfg}
 data=$WORK/data-$EPISODES-$STEPS   # kept: rewriting it would make the builds refuse (sources changed)

@@ -163,6 +163,61 @@ func dumpReference(t *testing.T, dir, ref string) (samples int, dtype string) {
 	return r.Len(), r.Manifest().DefaultDType
 }
 
+// builtPythonPackage copies the package's sources (python/, without build
+// outputs) into a temporary directory and builds its compiled part there
+// (warehouse_etl._copycrc, `setup.py build_ext --inplace`), as pip does when
+// it installs the package: the tests then run against what users get, and
+// the checkout is left as it is. It returns the copy and whether the build
+// succeeded. The part is optional for users, so a failed build only logs
+// here, except under CI=true, where .ci/run installs gcc and python3-dev and
+// a failure means the tests would silently run the two-pass fallback alone.
+func builtPythonPackage(t *testing.T) (string, bool) {
+	t.Helper()
+	src := mustAbs(t, "../../python")
+	dst := filepath.Join(t.TempDir(), "python")
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		name := d.Name()
+		if d.IsDir() && (name == "build" || name == "__pycache__" || strings.HasSuffix(name, ".egg-info")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if strings.HasSuffix(name, ".so") || strings.HasSuffix(name, ".pyd") {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), raw, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(debianPython, "setup.py", "-q", "build_ext", "--inplace")
+	cmd.Dir = dst
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("building warehouse_etl._copycrc: %v\n%s\nCI must install gcc and python3-dev", err, out)
+		}
+		t.Logf("warehouse_etl._copycrc not built (%v), the tests run without it:\n%s", err, out)
+		return dst, false
+	}
+	if m, _ := filepath.Glob(filepath.Join(dst, "warehouse_etl", "_copycrc*.so")); len(m) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("setup.py build_ext left no warehouse_etl/_copycrc*.so (optional=True hid a failed compile?)")
+		}
+		t.Log("warehouse_etl._copycrc not built (no compiler?), the tests run without it")
+		return dst, false
+	}
+	return dst, true
+}
+
 // readPythonSources reads every file under dirs. The Python tests run in a
 // subprocess, whose reads go test cannot see: a file this process opens is
 // an input of the cached test result, so an edit to the package reruns the
@@ -479,14 +534,18 @@ func TestPythonPackage(t *testing.T) {
 	fixtures = append(fixtures, wide)
 	// Warehouses of warehouse-etl/3 (testdata/legacy): shard_version 1, read by the legacy rule.
 	fixtures = append(fixtures, legacyFixtures(t, data)...)
-	env := []string{"PYTHONPATH=" + mustAbs(t, "../../python"), "WAREHOUSE_ETL_TESTDATA=" + data,
+	pkg, built := builtPythonPackage(t)
+	env := []string{"PYTHONPATH=" + pkg, "WAREHOUSE_ETL_TESTDATA=" + data,
 		"WAREHOUSE_ETL_REPO=" + mustAbs(t, "../.."), "WAREHOUSE_ETL_EXPECT_U8=1"}
+	if built {
+		env = append(env, "WAREHOUSE_ETL_EXPECT_COPYCRC=1")
+	}
 	writeJSON(t, filepath.Join(data, "fixtures.json"), fixtures)
 	writeJSON(t, filepath.Join(data, "damaged.json"), damagedCases(t, fixtures[0].Dir))
 	writeJSON(t, filepath.Join(data, "unchecked.json"), uncheckedFixture(t, fixtures[0].Dir))
 	writeJSON(t, filepath.Join(data, "resume.json"), resumeCases(t, fixtures[0].Dir))
 
-	cmd := exec.Command(debianPython, "-m", "unittest", "discover", "-s", mustAbs(t, "../../python/tests"), "-t", mustAbs(t, "../../python"), "-v")
+	cmd := exec.Command(debianPython, "-m", "unittest", "discover", "-s", filepath.Join(pkg, "tests"), "-t", pkg, "-v")
 	cmd.Env = append(os.Environ(), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -522,8 +581,17 @@ func TestPythonPackageInstalls(t *testing.T) {
 		t.Fatalf("pip install: %v\n%s", err, out)
 	}
 	dir, _ := smallDemo(t, nil)
-	cmd := exec.Command(debianPython, "-c", "import sys, warehouse_etl; wh = warehouse_etl.open(sys.argv[1]); "+
-		"print(warehouse_etl.__file__, len(wh), wh.read_batch([0, 1])['images'].shape)", dir)
+	// pip compiles the optional warehouse_etl._copycrc where it finds a C compiler and
+	// Python's headers; .ci/run installs both, as a user's machine with them has.
+	if m, _ := filepath.Glob(filepath.Join(target, "warehouse_etl", "_copycrc*.so")); len(m) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("pip install built no warehouse_etl._copycrc:\n%s", out)
+		}
+		t.Logf("pip install built no warehouse_etl._copycrc (no C compiler or Python headers?)")
+	}
+	cmd := exec.Command(debianPython, "-c", "import sys, warehouse_etl; from warehouse_etl import _crc32c; "+
+		"wh = warehouse_etl.open(sys.argv[1]); "+
+		"print(warehouse_etl.__file__, len(wh), wh.read_batch([0, 1])['images'].shape, 'COPY_CRC', _crc32c.COPY_CRC)", dir)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+target)
 	cmd.Dir = target
 	out, err = cmd.CombinedOutput()

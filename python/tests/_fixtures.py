@@ -15,6 +15,11 @@ import numpy as np
 DATA = os.environ.get("WAREHOUSE_ETL_TESTDATA")
 REPO = os.environ.get("WAREHOUSE_ETL_REPO", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 EXPECT_U8 = os.environ.get("WAREHOUSE_ETL_EXPECT_U8") == "1"
+#: The harness built the package's compiled part (warehouse_etl._copycrc) for these tests.
+EXPECT_COPYCRC = os.environ.get("WAREHOUSE_ETL_EXPECT_COPYCRC") == "1"
+#: The directory holding the warehouse_etl under test (a copy with its compiled part, under
+#: go test): what a subprocess puts on PYTHONPATH to run the same package.
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def need_data(test):
@@ -73,5 +78,5 @@ def load_unchecked():
         return json.load(f)
 
 
-__all__ = ["DATA", "REPO", "EXPECT_U8", "need_data", "fixtures", "fixture", "Reference", "raw", "load_damaged",
+__all__ = ["DATA", "REPO", "EXPECT_U8", "EXPECT_COPYCRC", "PACKAGE", "need_data", "fixtures", "fixture", "Reference", "raw", "load_damaged",
            "load_unchecked", "unittest"]

@@ -10,7 +10,7 @@ import numpy as np
 
 import warehouse_etl
 from warehouse_etl import _crc32c
-from tests._fixtures import REPO, fixture, load_damaged, load_unchecked, need_data, raw
+from tests._fixtures import EXPECT_COPYCRC, REPO, fixture, load_damaged, load_unchecked, need_data, raw
 
 
 def crc32c_bitwise(data):
@@ -107,6 +107,131 @@ class CRC32C(unittest.TestCase):
                     self.assertEqual(crc32c_bitwise(data), table[i], f"sample {i}")
                     self.assertEqual(_crc32c.crc32c(data), table[i])
                 self.assertEqual(_crc32c.crc32c(b[start:-4]), int(np.frombuffer(b, "<u4", 1, len(b) - 4)[0]))
+
+
+def cpu_flags():
+    """The flags of /proc/cpuinfo's first processor (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def need_copycrc(test):
+    """The compiled copy-and-check (_crc32c.COPY_CRC), or skip; where the harness built it
+    (EXPECT_COPYCRC) on a CPU with its instructions, a missing one fails."""
+    if _crc32c.COPY_CRC is None:
+        if EXPECT_COPYCRC and {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= cpu_flags():
+            test.fail("warehouse_etl._copycrc was built and this CPU has AVX2 and VPCLMULQDQ, "
+                      "but _crc32c.COPY_CRC is None")
+        test.skipTest("no compiled copy-and-check here (warehouse_etl._copycrc not built, or no AVX2+VPCLMULQDQ)")
+    return _crc32c.COPY_CRC
+
+
+class CopyCRC(unittest.TestCase):
+    """warehouse_etl._copycrc (a copy and its CRC-32C in one pass) against the bit-by-bit
+    definition and the numpy implementation."""
+
+    def test_built_and_detected(self):
+        """Where the harness built it, the module imports, and says it runs exactly where
+        /proc/cpuinfo has its instructions."""
+        if not EXPECT_COPYCRC:
+            self.skipTest("warehouse_etl._copycrc not built for these tests")
+        from warehouse_etl import _copycrc
+        want = {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= cpu_flags()
+        self.assertEqual(_copycrc.AVAILABLE, want)
+        self.assertEqual(_crc32c.COPY_CRC is not None, want)
+
+    def test_lengths_offsets_and_registers(self):
+        """Every length up to 700 and around the vector loop's steps and the GIL's
+        threshold, from and to unaligned addresses, continued from another register: the
+        bytes copied exactly, nothing around them touched, the CRC the definition's."""
+        m = need_copycrc(self)
+        rng = np.random.default_rng(11)
+        lengths = list(range(0, 700)) + [1023, 1024, 1025, 4095, 4096, 4097, _crc32c.RELEASE_BYTES - 1,
+                                         _crc32c.RELEASE_BYTES, _crc32c.RELEASE_BYTES + 129, 442368 + 5]
+        src = rng.integers(0, 256, size=max(lengths) + 64, dtype=np.uint8)
+        for n in lengths:
+            for so, do in ((0, 0), (1, 3), (5, 0), (31, 17)):
+                data = src[so:so + n]
+                want = crc32c_bitwise(data) if n <= 2048 else _crc32c.crc32c(data, backend="numpy")
+                dst = np.full(n + 64, 0xA5, dtype=np.uint8)
+                got = m.copy_crc32c(dst.ctypes.data + do, data.ctypes.data, n, 0xFFFFFFFF) ^ 0xFFFFFFFF
+                self.assertEqual(got, want, f"copy_crc32c n={n} offsets {so},{do}")
+                self.assertTrue(np.array_equal(dst[do:do + n], data), f"copied bytes n={n}")
+                self.assertTrue((dst[:do] == 0xA5).all() and (dst[do + n:] == 0xA5).all(), f"around n={n}")
+                self.assertEqual(m.crc32c(data.ctypes.data, n, 0xFFFFFFFF) ^ 0xFFFFFFFF, want, f"crc32c n={n}")
+            # Continued: the register after a first part carried into the copy of the rest.
+            if n >= 2:
+                k = n // 3
+                head = m.crc32c(src.ctypes.data, k, 0xFFFFFFFF)
+                dst = np.zeros(n, dtype=np.uint8)
+                reg = m.copy_crc32c(dst.ctypes.data, src.ctypes.data + k, n - k, head)
+                self.assertEqual(reg ^ 0xFFFFFFFF, m.crc32c(src.ctypes.data, n, 0xFFFFFFFF) ^ 0xFFFFFFFF, f"continued n={n}")
+
+    def test_blocks(self):
+        """count blocks of n bytes, contiguous at src, each to its own place (stride): the
+        bytes in place, the gaps untouched, the CRC of the contiguous source."""
+        m = need_copycrc(self)
+        rng = np.random.default_rng(13)
+        for n, count, stride in ((0, 3, 5), (1, 3, 4), (300, 3, 1000), (41 * 40, 3, 41 * 97), (30000, 3, 30000)):
+            src = rng.integers(0, 256, size=n * count, dtype=np.uint8)
+            dst = np.full(stride * count + 7, 0x5A, dtype=np.uint8)
+            got = m.copy_crc32c(dst.ctypes.data + 7, src.ctypes.data, n, 0xFFFFFFFF, count, stride) ^ 0xFFFFFFFF
+            self.assertEqual(got, _crc32c.crc32c(src, backend="numpy"), (n, count, stride))
+            want = np.full_like(dst, 0x5A)
+            for k in range(count):
+                want[7 + k * stride:7 + k * stride + n] = src[k * n:(k + 1) * n]
+            self.assertTrue(np.array_equal(dst, want), (n, count, stride))
+
+    def test_bad_arguments(self):
+        m = need_copycrc(self)
+        a = np.zeros(8, dtype=np.uint8)
+        with self.assertRaises(TypeError):
+            m.crc32c(a.ctypes.data, 8)
+        with self.assertRaises(TypeError):
+            m.crc32c(a.ctypes.data, 8.0, 0)
+        with self.assertRaises(ValueError):
+            m.crc32c(a.ctypes.data, 8, 1 << 32)
+        with self.assertRaises(OverflowError):
+            m.copy_crc32c(a.ctypes.data, a.ctypes.data, -1, 0)
+        with self.assertRaises(TypeError):
+            m.copy_crc32c(a.ctypes.data, a.ctypes.data, 8, 0, 1)
+        with self.assertRaises(OverflowError):
+            m.copy_crc32c(a.ctypes.data, a.ctypes.data, 1 << 40, 0, 1 << 40, 0)
+
+    def test_row_function(self):
+        """copy_row_function: a row's image copied from an address and the CRC of the whole
+        row (image, then the other arrays' row as they are), as crc32c_rows gives it."""
+        need_copycrc(self)
+        rng = np.random.default_rng(12)
+        stored = rng.integers(0, 256, size=(3, 3, 40, 41), dtype=np.uint8)
+        images = np.zeros_like(stored)
+        boxes = rng.random((3, 4, 4)).astype(np.float32)
+        empty = np.zeros((3, 0), dtype=np.float32)
+        records = np.zeros(3, dtype=np.dtype({"names": ["x"], "formats": ["<u8"], "offsets": [8], "itemsize": 96}))
+        records["x"] = [7, 8, 9]
+        f = _crc32c.copy_row_function([images, boxes, empty, records])
+        for r, s in ((2, 0), (0, 1)):
+            got = f(r, stored[s].ctypes.data)
+            self.assertTrue(np.array_equal(images[r], stored[s]))
+            want = crc32c_bitwise(stored[s].tobytes() + boxes[r].tobytes() + records[r:r + 1].tobytes())
+            self.assertEqual(got, want)
+        self.assertFalse(images[1].any())
+
+
+def unchecked_read(test, name, seed):
+    """Fixture ``name``, a shuffled order of all its samples, and their batch read with
+    verify_samples=False: what checked reads must hand out."""
+    fx = fixture(test, name)
+    unchecked = warehouse_etl.open(fx["dir"], verify_samples=False)
+    test.addCleanup(unchecked.close)
+    order = np.random.default_rng(seed).permutation(len(unchecked))
+    return fx, order, unchecked.read_batch(order)
 
 
 def damaged(test, name):
@@ -237,12 +362,8 @@ class VerifySamples(unittest.TestCase):
         from warehouse_etl import warehouse as whmod
         for name in ("f16", "u8", "u8compact", "u8compactwide"):
             with self.subTest(name):
-                fx = fixture(self, name)
-                unchecked = warehouse_etl.open(fx["dir"], verify_samples=False)
-                self.addCleanup(unchecked.close)
-                n = len(unchecked)
-                order = np.random.default_rng(5).permutation(n)
-                want = unchecked.read_batch(order)
+                fx, order, want = unchecked_read(self, name, 5)
+                n = len(order)
                 for mode in (True, "always"):
                     wh = warehouse_etl.open(fx["dir"], verify_samples=mode)
                     self.addCleanup(wh.close)
@@ -312,6 +433,62 @@ class VerifySamples(unittest.TestCase):
                 self.assertEqual(str(cm.exception), case["go_error"])
         loader = make_loader(case["path"], 1, shuffle="none", verify_samples=False)
         self.assertEqual(sum(b["images"].shape[0] for b in loader), len(loader.warehouse))
+
+    def test_first_reads_in_one_pass(self):
+        """Where the compiled copy-and-check runs, first reads from the mapping are copied
+        and checked in one pass (a compact sample: its region as stored, copied into
+        place), each checked row once, and never checked again after a copy; the arrays
+        are the unchecked read's, with one copy thread and three."""
+        from unittest import mock
+
+        from warehouse_etl import _compact
+        from warehouse_etl import warehouse as whmod
+        if _crc32c.COPY_CRC is None:
+            self.skipTest("two passes here (no compiled copy-and-check, or switched off)")
+        plain, compact = _crc32c.copy_row_function, _compact.copy_check_function
+        calls = []
+
+        def counting_plain(arrays):
+            f = plain(arrays)
+            return lambda r, src: calls.append(r) or f(r, src)
+
+        def counting_compact(*args):
+            f = compact(*args)
+            return lambda j, r: calls.append(r) or f(j, r)
+
+        def refuse(*args):
+            raise AssertionError("a row was checked after its copy")
+        for name in ("f16", "u8", "u8compact", "u8compactwide"):
+            for threads in (1, 3):
+                with self.subTest(name=name, threads=threads):
+                    fx, order, want = unchecked_read(self, name, 6)
+                    n = len(order)
+                    wh = warehouse_etl.open(fx["dir"])
+                    self.addCleanup(wh.close)
+                    calls.clear()
+                    small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+                    with mock.patch.object(_crc32c, "copy_row_function", counting_plain), \
+                            mock.patch.object(_compact, "copy_check_function", counting_compact), \
+                            mock.patch.object(_crc32c, "row_function", lambda arrays: refuse), \
+                            mock.patch.object(_compact, "row_crc_function", refuse), \
+                            mock.patch.object(_compact, "crc_rows", refuse), \
+                            mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: threads):
+                        got = wh.read_batch(order)
+                    self.assertEqual(sorted(calls), list(range(n)))
+                    self.assertEqual(wh.samples_verified, n)
+                    for key in ("images", "boxes", "mask", "records", "extras"):
+                        self.assertEqual(raw(got[key]), raw(want[key]), key)
+
+
+class VerifySamplesTwoPass(VerifySamples):
+    """VerifySamples again with the compiled copy-and-check switched off: the two passes
+    (copy, then the CRC of the copy) that run where it is not built or the CPU lacks its
+    instructions."""
+
+    def setUp(self):
+        saved = _crc32c.COPY_CRC
+        _crc32c.COPY_CRC = None
+        self.addCleanup(setattr, _crc32c, "COPY_CRC", saved)
 
 
 class CheckAhead(unittest.TestCase):

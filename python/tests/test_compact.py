@@ -87,26 +87,32 @@ class CompactImages(unittest.TestCase):
             b = f.read(1)
             f.seek(int(table[j]["offset"]))
             f.write(bytes([b[0] ^ 0x20]))
-        wh = warehouse_etl.open(d)
-        self.addCleanup(wh.close)
-        with self.assertRaisesRegex(warehouse_etl.WarehouseError, f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):
-            wh.read_batch([j])
-        with self.assertRaisesRegex(warehouse_etl.WarehouseError, "crc32c"):
-            wh[j]
-        # The same copied and checked by three threads, a sample a piece: the damaged
-        # sample is refused, every other one passes.
         from unittest import mock
 
+        from warehouse_etl import _crc32c
         from warehouse_etl import warehouse as whmod
-        n = len(wh)
-        order = [n - 1, j, 0] + [i for i in range(1, n - 1) if i != j]
-        small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
-        with mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: 3):
-            wh = warehouse_etl.open(d)
-            self.addCleanup(wh.close)
-            with self.assertRaisesRegex(warehouse_etl.WarehouseError, f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):
-                wh.read_batch(order)
-            self.assertEqual(wh.samples_verified, n - 1)
+        # With the compiled copy-and-check where it runs (one pass), and without it.
+        for copy_crc in dict.fromkeys((_crc32c.COPY_CRC, None)):
+            with self.subTest(one_pass=copy_crc is not None), mock.patch.object(_crc32c, "COPY_CRC", copy_crc):
+                wh = warehouse_etl.open(d)
+                self.addCleanup(wh.close)
+                with self.assertRaisesRegex(warehouse_etl.WarehouseError,
+                                            f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):
+                    wh.read_batch([j])
+                with self.assertRaisesRegex(warehouse_etl.WarehouseError, "crc32c"):
+                    wh[j]
+                # The same copied and checked by three threads, a sample a piece: the
+                # damaged sample is refused, every other one passes.
+                n = len(wh)
+                order = [n - 1, j, 0] + [i for i in range(1, n - 1) if i != j]
+                small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+                with mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: 3):
+                    wh = warehouse_etl.open(d)
+                    self.addCleanup(wh.close)
+                    with self.assertRaisesRegex(warehouse_etl.WarehouseError,
+                                                f"sample {j}: crc32c 0x[0-9a-f]{{8}}, the checksum table"):
+                        wh.read_batch(order)
+                    self.assertEqual(wh.samples_verified, n - 1)
 
 
 if __name__ == "__main__":

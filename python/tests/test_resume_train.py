@@ -13,7 +13,7 @@ import unittest
 
 import warehouse_etl
 from warehouse_etl import _order
-from tests._fixtures import REPO, fixture
+from tests._fixtures import PACKAGE, REPO, fixture
 
 try:
     import torch
@@ -40,7 +40,7 @@ class ResumeWithAnotherWorldSize(unittest.TestCase):
         tmp = self.enterContext(tempfile.TemporaryDirectory(prefix="train-resume-"))
         ck = os.path.join(tmp, "ck.pt")
         common = ["--tensor-warehouse", fx["dir"], "--batch-size", "1", "--seed", "4", "--epochs", "1"]
-        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        env = dict(os.environ, PYTHONPATH=PACKAGE, WORLD_SIZE="2", OMP_NUM_THREADS="1")
         procs = []
         for rank in range(2):
             with open(os.path.join(tmp, f"run1.rank{rank}.out"), "w") as log:

@@ -6,13 +6,13 @@ import subprocess
 import sys
 import unittest
 
-from tests._fixtures import REPO, fixture
+from tests._fixtures import PACKAGE, REPO, fixture
 
 SCRIPT = os.path.join(REPO, "examples", "train.py")
 
 
 def run(*args):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    env = dict(os.environ, PYTHONPATH=PACKAGE)
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=120)
 
 

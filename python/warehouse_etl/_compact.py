@@ -289,9 +289,51 @@ def row_crc_function(raw, sections, layout, arrays):
     return parts_crc
 
 
+def copy_check_function(raw, sections, layout, images, arrays):
+    """copy_run and row_crc_function of one sample in one: ``f(j, r)`` copies sample j of
+    a compact shard (``raw``: its mapping as uint8) into row r of ``images``, the pad
+    around its region, and returns its CRC-32C as the checksum table defines it (the
+    table entry, the region as stored, then row r of ``arrays``: boxes, mask, records,
+    extras as handed out). A region as wide as the image (one band per channel) is copied
+    and checked in one pass (_crc32c.COPY_CRC); another is restored, then checked from
+    its stored bytes just copied. For read_batch's copy threads where COPY_CRC is there;
+    None without it."""
+    m = _crc32c.COPY_CRC
+    if m is None:
+        return None
+    table = sections["compact_table"]
+    entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
+    if not (entries.flags.c_contiguous and images.flags.c_contiguous and images.itemsize == 1):
+        return None
+    pad = sections["pad"]
+    c, width, plane = layout.channels, layout.width, layout.width * layout.height
+    copy, crc = m.copy_crc32c, m.crc32c
+    ebase, base, ibase, ibytes = entries.ctypes.data, raw.ctypes.data, images.ctypes.data, c * plane
+    small = [(a.ctypes.data, a.shape[1]) for a in _crc32c._byte_rows(arrays) if a.shape[1]]
+
+    def f(j, r):
+        e = table[j]
+        off, w, h = int(e["offset"]), int(e["w"]), int(e["h"])
+        reg = crc(ebase + j * ENTRY.itemsize, ENTRY.itemsize, 0xFFFFFFFF)
+        n = w * h
+        if w == width and h:
+            y = int(e["y"])
+            reg = copy(ibase + r * ibytes + y * width, base + off, n, reg, c, plane)  # a band per channel
+            images[r, :, :y] = pad
+            images[r, :, y + h:] = pad
+        else:
+            restore(images[r], raw[off:off + c * n], e, pad)
+            if n:
+                reg = crc(base + off, c * n, reg)
+        for b, size in small:
+            reg = crc(b + r * size, size, reg)
+        return reg ^ 0xFFFFFFFF
+    return f
+
+
 __all__ = ["VERSION_COMPACT", "COMPACT_VERSIONS", "ENTRY", "header_sections", "parse_compact", "restore", "image",
            "entry_problem",
-           "preadv_full", "read_run", "crc_rows", "crc_stored", "row_crc_function"]
+           "preadv_full", "read_run", "crc_rows", "crc_stored", "row_crc_function", "copy_check_function"]
 
 
 def entry_problem(e, layout):

@@ -21,6 +21,11 @@ the check value, in one piece and continued, before it is trusted):
 :func:`crc32c_rows` computes the CRC of each row of a batch, a row being the
 concatenation of the same slice of several arrays (image, boxes, mask, record,
 extras).
+
+Besides these, the package's one compiled part, ``_copycrc`` (built by pip where a C
+compiler is; used where the CPU has AVX2 and VPCLMULQDQ), copies a row and computes its
+CRC in one pass (:data:`COPY_CRC`, :func:`copy_row_function`): read_batch's first reads
+of plain rows, which otherwise copy and then compute the CRC of the copy.
 """
 import os
 import threading
@@ -227,11 +232,47 @@ def _c_extension():
     return fn
 
 
+#: CRC-32C of bytes((7 * i + 3) & 255 for i in range(1000)), from hash/crc32 and the crc32c
+#: package: a message long enough for the fold's vector loop, its reductions and its tail.
+_FOLD_CHECK = 0xDD2EDFF7
+
+
+def _copycrc():
+    """The package's compiled part (_copycrc.c: a copy and its CRC-32C in one pass), where
+    it was built and this CPU has its instructions and it gives the check values (in one
+    piece, continued, and copying), else None."""
+    try:
+        from . import _copycrc as m  # noqa: PLC0415 (optional: built by pip where a compiler is)
+    except ImportError:
+        return None
+    if not getattr(m, "AVAILABLE", False):
+        return None
+    try:
+        check = np.frombuffer(b"123456789", dtype=np.uint8)
+        p = check.ctypes.data
+        if m.crc32c(p, 9, 0xFFFFFFFF) ^ 0xFFFFFFFF != CHECK or \
+                m.crc32c(p + 4, 5, m.crc32c(p, 4, 0xFFFFFFFF)) ^ 0xFFFFFFFF != CHECK:
+            return None
+        src = ((np.arange(1000) * 7 + 3) & 255).astype(np.uint8)
+        dst = np.zeros(1003, dtype=np.uint8)
+        reg = m.copy_crc32c(dst.ctypes.data + 1, src.ctypes.data, 1000, 0xFFFFFFFF)
+        if reg ^ 0xFFFFFFFF != _FOLD_CHECK or not np.array_equal(dst[1:1001], src) or dst[0] or dst[1001:].any():
+            return None
+    except Exception:  # noqa: BLE001 (a module that misbehaves is simply not used)
+        return None
+    return m
+
+
 try:
     _ISAL = _isal()
 except Exception:  # noqa: BLE001 (no usable library: another implementation is used)
     _ISAL = None
 _EXT = _c_extension()
+
+#: The compiled copy-and-check (``copy_crc32c(dst, src, n, reg)``, ``crc32c(src, n, reg)``:
+#: addresses, raw registers) where it is built and this CPU runs it, else None: read_batch's
+#: first reads of plain rows then copy and check in one pass (:func:`copy_row_function`).
+COPY_CRC = _copycrc()
 
 #: Which implementation computes the CRCs by default: "isal", "crc32c" or "numpy".
 BACKEND = "isal" if _ISAL is not None else "crc32c" if _EXT is not None else "numpy"
@@ -372,6 +413,27 @@ def row_function(arrays, backend=None):
             return row
     rows = rows_function(arrays, backend)
     return lambda r: int(rows((r,))[0])
+
+
+def copy_row_function(arrays):
+    """For read_batch's copy threads, where :data:`COPY_CRC` is there: ``f(r, src)`` copies
+    row r of ``arrays[0]`` (its bytes) from address ``src`` and returns the CRC-32C of row r
+    (as :func:`crc32c_rows` defines it: the copied bytes, then the other arrays' row r as
+    they are), the copy and its CRC in one pass over the bytes. None without COPY_CRC."""
+    m = COPY_CRC
+    if m is None:
+        return None
+    mats = _byte_rows(arrays)
+    first, n0 = mats[0].ctypes.data, mats[0].shape[1]
+    rest = [(a.ctypes.data, a.shape[1]) for a in mats[1:] if a.shape[1]]
+    copy, crc = m.copy_crc32c, m.crc32c
+
+    def row(r, src):
+        reg = copy(first + r * n0, src, n0, 0xFFFFFFFF)
+        for base, n in rest:
+            reg = crc(base + r * n, n, reg)
+        return reg ^ 0xFFFFFFFF
+    return row
 
 
 def _byte_rows(arrays):

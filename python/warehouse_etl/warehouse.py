@@ -662,7 +662,11 @@ class Warehouse:
         # (Python per row holds the GIL, which the copy threads share); per compact shard,
         # of a sample from its mapping and the copied small rows.
         row_crc = _crc32c.row_function(checked) if any_need and not l.compact else None
+        # ... or, where the package's compiled part runs here, the copy of a plain row to
+        # check and its CRC in one pass (_crc32c.copy_row_function).
+        copy_crc = _crc32c.copy_row_function(checked) if any_need and not l.compact else None
         compact_crc = {}  # shard index: _compact.row_crc_function of its mapping
+        compact_copy = {}  # shard index: _compact.copy_check_function of its mapping
         need_l = need.tolist()
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
@@ -682,11 +686,31 @@ class Warehouse:
                 sh = self._shards[ss_l[r0]]
                 compact = sh.sections["compact_table"] is not None  # compact images (_compact)
                 raw = self._resident_mapping(sh, ll_l[p0], ll_l[p1 - 1]) if img else None
-                if compact and raw is not None:
+                fused = False  # copied and checked in one pass
+                if compact and raw is not None and check and _crc32c.COPY_CRC is not None:
+                    k = ss_l[r0]
+                    f = compact_copy.get(k) or compact_copy.setdefault(
+                        k, _compact.copy_check_function(raw, sh.sections, l, out["images"], checked[1:]))
+                    for p in range(p0, p1):
+                        if need_l[p] and f is not None:
+                            crcs.append((p, f(ll_l[p], rows_l[p])))
+                        else:
+                            _compact.copy_run(raw, sh.sections, l, ll_l[p], rows_l[p:p + 1], out["images"])
+                    fused = f is not None
+                elif compact and raw is not None:
                     _compact.copy_run(raw, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                 elif compact:
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                     cold += 1
+                elif raw is not None and check and copy_crc is not None:
+                    o = sh.base + sh.sections["image"] + ll_l[p0] * img
+                    for p in range(p0, p1):
+                        src = o + (p - p0) * img
+                        if need_l[p]:
+                            crcs.append((p, copy_crc(rows_l[p], src)))
+                        else:
+                            flat[rows_l[p]] = raw[src - sh.base:src - sh.base + img]
+                    fused = True
                 elif raw is not None:
                     o = sh.sections["image"] + ll_l[p0] * img
                     src = raw[o:o + (p1 - p0) * img].reshape(p1 - p0, img)
@@ -703,7 +727,7 @@ class Warehouse:
                 if small and not self._map_sections:
                     for sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
-                if not check:
+                if not check or fused:
                     continue
                 if not compact:
                     crcs += [(p, row_crc(rows_l[p])) for p in range(p0, p1) if need_l[p]]
