@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""A first read's copy and its CRC-32C, per sample, four ways: numpy's copy alone, the copy
+then ISA-L's CRC of it (the two passes), warehouse_etl._copycrc's one pass, and os.preadv
+alone. Each way reads the images of one shard of a plain warehouse through a fresh mapping
+(the page cache warm: the first touch of the mapping's pages, as a process's first epoch
+pays it), then once more through the same mapping (faulted in). Each way runs in its own
+process, the ways alternated ROUNDS times over the warehouse's shards; prints microseconds
+per sample, medians. Needs the package with its compiled part on PYTHONPATH and ISA-L:
+
+    PYTHONPATH=$(bash bench/python_package.sh /usr/bin/python3 /tmp/pkg) \\
+        /usr/bin/python3 bench/copycrc.py out/u8-384 5
+"""
+import json
+import mmap
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WAYS = ("copy", "copy+isal", "one-pass", "preadv")
+
+
+def one(way, version_dir, k):
+    import numpy as np
+
+    import warehouse_etl
+    from warehouse_etl import _crc32c
+    if _crc32c.COPY_CRC is None or _crc32c._ISAL is None:
+        sys.exit("bench: needs warehouse_etl._copycrc (bench/python_package.sh) and ISA-L (libisal2)")
+    wh = warehouse_etl.open(version_dir, verify_samples=False)
+    sh = wh._shard(k)
+    img, off, n = wh.layout.image_bytes, sh.sections["image"], len(sh.crcs)
+    fd = os.open(sh.path, os.O_RDONLY)
+    raw = np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
+    base = raw.ctypes.data
+    dst = np.ones(img, dtype=np.uint8)
+    d = dst.ctypes.data
+    isal, fused = _crc32c.isal_raw(img), _crc32c.COPY_CRC.copy_crc32c
+
+    def run():
+        t = time.perf_counter()
+        for i in range(n):
+            o = off + i * img
+            if way == "copy":
+                np.copyto(dst, raw[o:o + img])
+            elif way == "copy+isal":
+                np.copyto(dst, raw[o:o + img])
+                isal(d, img, 0xFFFFFFFF)
+            elif way == "one-pass":
+                fused(d, base + o, img, 0xFFFFFFFF)
+            else:
+                os.preadv(fd, [dst], o)
+        return (time.perf_counter() - t) / n * 1e6
+    first = run()
+    print(json.dumps({"first": first, "again": run()}))
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--one":
+        return one(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    import warehouse_etl
+    wh = warehouse_etl.open(sys.argv[1], verify_samples=False)
+    d, shards, rounds = wh.dir, len(wh.manifest["shards"]), int(sys.argv[2])
+    for k in range(shards):  # the page cache warm
+        with open(wh._shard(k).path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    res = {w: [] for w in WAYS}
+    for r in range(rounds):
+        for w in WAYS:
+            out = subprocess.run([sys.executable, __file__, "--one", w, d, str(r % shards)],
+                                 capture_output=True, text=True, check=True)
+            res[w].append(json.loads(out.stdout))
+    copy = statistics.median(x["first"] for x in res["copy"])
+    for w in WAYS:
+        first = statistics.median(x["first"] for x in res[w])
+        again = statistics.median(x["again"] for x in res[w])
+        print(f"{w:10s} first touch {first:6.1f} us/sample ({copy / first:.2f}x the copy's rate)  "
+              f"mapped {again:6.1f} us  firsts {[round(x['first'], 1) for x in res[w]]}")
+
+
+if __name__ == "__main__":
+    main()
