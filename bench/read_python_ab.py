@@ -9,6 +9,12 @@ and warm samples/s, and each checked configuration's first epoch against its
     /usr/bin/python3 bench/read_python_ab.py WAREHOUSE 3 head=/tmp/pyold/python new=python
     CFGS="numpy|numpy --no-verify" /usr/bin/python3 bench/read_python_ab.py WAREHOUSE 5 a=A b=B
 
+A directory of python/ sources runs without the compiled part (warehouse_etl._copycrc):
+build one as pip would with bench/python_package.sh, e.g. the package with and without it:
+
+    bash bench/python_package.sh /usr/bin/python3 /tmp/pkg
+    /usr/bin/python3 bench/read_python_ab.py WAREHOUSE 7 two=python one=/tmp/pkg   # python/: no in-place build
+
 CFGS: read_python.py arguments per configuration, separated by |.
 """
 import collections

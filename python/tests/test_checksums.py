@@ -125,10 +125,10 @@ def need_copycrc(test):
     """The compiled copy-and-check (_crc32c.COPY_CRC), or skip; where the harness built it
     (EXPECT_COPYCRC) on a CPU with its instructions, a missing one fails."""
     if _crc32c.COPY_CRC is None:
-        if EXPECT_COPYCRC and {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= cpu_flags():
-            test.fail("warehouse_etl._copycrc was built and this CPU has AVX2 and VPCLMULQDQ, "
+        if EXPECT_COPYCRC and {"pclmulqdq", "sse4_2"} <= cpu_flags():
+            test.fail("warehouse_etl._copycrc was built and this CPU has PCLMULQDQ and SSE4.2, "
                       "but _crc32c.COPY_CRC is None")
-        test.skipTest("no compiled copy-and-check here (warehouse_etl._copycrc not built, or no AVX2+VPCLMULQDQ)")
+        test.skipTest("no compiled copy-and-check here (warehouse_etl._copycrc not built, or no PCLMULQDQ)")
     return _crc32c.COPY_CRC
 
 
@@ -142,15 +142,30 @@ class CopyCRC(unittest.TestCase):
         if not EXPECT_COPYCRC:
             self.skipTest("warehouse_etl._copycrc not built for these tests")
         from warehouse_etl import _copycrc
-        want = {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= cpu_flags()
-        self.assertEqual(_copycrc.AVAILABLE, want)
-        self.assertEqual(_crc32c.COPY_CRC is not None, want)
+        flags = cpu_flags()
+        want = 2 if {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= flags else \
+            1 if {"pclmulqdq", "sse4_2"} <= flags else 0
+        self.assertEqual(_copycrc.MAX_LEVEL, want)
+        self.assertEqual(_copycrc.LEVEL, ["", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"][want])
+        self.assertEqual(_copycrc.AVAILABLE, want > 0)
+        self.assertEqual(_crc32c.COPY_CRC is not None, want > 0)
+
+    def levels(self, m):
+        """The fold levels this CPU runs (for set_level), the best restored after the test."""
+        self.addCleanup(m.set_level, m.MAX_LEVEL)
+        return range(1, m.MAX_LEVEL + 1)
 
     def test_lengths_offsets_and_registers(self):
         """Every length up to 700 and around the vector loop's steps and the GIL's
         threshold, from and to unaligned addresses, continued from another register: the
-        bytes copied exactly, nothing around them touched, the CRC the definition's."""
+        bytes copied exactly, nothing around them touched, the CRC the definition's; at
+        every fold level."""
         m = need_copycrc(self)
+        for level in self.levels(m):
+            with self.subTest(level=m.set_level(level)):
+                self.lengths_offsets_and_registers(m)
+
+    def lengths_offsets_and_registers(self, m):
         rng = np.random.default_rng(11)
         lengths = list(range(0, 700)) + [1023, 1024, 1025, 4095, 4096, 4097, _crc32c.RELEASE_BYTES - 1,
                                          _crc32c.RELEASE_BYTES, _crc32c.RELEASE_BYTES + 129, 442368 + 5]
@@ -175,18 +190,21 @@ class CopyCRC(unittest.TestCase):
 
     def test_blocks(self):
         """count blocks of n bytes, contiguous at src, each to its own place (stride): the
-        bytes in place, the gaps untouched, the CRC of the contiguous source."""
+        bytes in place, the gaps untouched, the CRC of the contiguous source; at every fold
+        level."""
         m = need_copycrc(self)
         rng = np.random.default_rng(13)
-        for n, count, stride in ((0, 3, 5), (1, 3, 4), (300, 3, 1000), (41 * 40, 3, 41 * 97), (30000, 3, 30000)):
-            src = rng.integers(0, 256, size=n * count, dtype=np.uint8)
-            dst = np.full(stride * count + 7, 0x5A, dtype=np.uint8)
-            got = m.copy_crc32c(dst.ctypes.data + 7, src.ctypes.data, n, 0xFFFFFFFF, count, stride) ^ 0xFFFFFFFF
-            self.assertEqual(got, _crc32c.crc32c(src, backend="numpy"), (n, count, stride))
-            want = np.full_like(dst, 0x5A)
-            for k in range(count):
-                want[7 + k * stride:7 + k * stride + n] = src[k * n:(k + 1) * n]
-            self.assertTrue(np.array_equal(dst, want), (n, count, stride))
+        for level in self.levels(m):
+            with self.subTest(level=m.set_level(level)):
+                for n, count, stride in ((0, 3, 5), (1, 3, 4), (300, 3, 1000), (41 * 40, 3, 41 * 97), (30000, 3, 30000)):
+                    src = rng.integers(0, 256, size=n * count, dtype=np.uint8)
+                    dst = np.full(stride * count + 7, 0x5A, dtype=np.uint8)
+                    got = m.copy_crc32c(dst.ctypes.data + 7, src.ctypes.data, n, 0xFFFFFFFF, count, stride) ^ 0xFFFFFFFF
+                    self.assertEqual(got, _crc32c.crc32c(src, backend="numpy"), (n, count, stride))
+                    want = np.full_like(dst, 0x5A)
+                    for k in range(count):
+                        want[7 + k * stride:7 + k * stride + n] = src[k * n:(k + 1) * n]
+                    self.assertTrue(np.array_equal(dst, want), (n, count, stride))
 
     def test_bad_arguments(self):
         m = need_copycrc(self)
@@ -203,6 +221,9 @@ class CopyCRC(unittest.TestCase):
             m.copy_crc32c(a.ctypes.data, a.ctypes.data, 8, 0, 1)
         with self.assertRaises(OverflowError):
             m.copy_crc32c(a.ctypes.data, a.ctypes.data, 1 << 40, 0, 1 << 40, 0)
+        for level in (0, m.MAX_LEVEL + 1):
+            with self.assertRaises(ValueError):
+                m.set_level(level)
 
     def test_row_function(self):
         """copy_row_function: a row's image copied from an address and the CRC of the whole

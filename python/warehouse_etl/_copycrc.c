@@ -17,10 +17,12 @@
  * 16-byte remainder from a zero register. Bytes past the last whole step go
  * through the CRC32 instruction 8 at a time.
  *
- * It needs AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2 (x86-64 since Intel Ice Lake
- * and AMD Zen 3); AVAILABLE says whether this CPU has them. Elsewhere (other
- * CPUs, other architectures, compilers without these intrinsics) AVAILABLE is
- * False and the package copies and checks in two passes, as before.
+ * Two levels of it: AVX2 with VPCLMULQDQ (256-bit registers; x86-64 since Intel Ice
+ * Lake and AMD Zen 3) and PCLMULQDQ with SSE4.2 (128-bit, eight accumulators; every
+ * x86-64 CPU since Intel Westmere and AMD Bulldozer). LEVEL names the one this CPU runs
+ * (MAX_LEVEL: 2, 1, or 0 for neither); AVAILABLE is False where it runs none, on other
+ * architectures and with compilers without these intrinsics, and the package copies and
+ * checks in two passes there, as before.
  *
  * The functions take addresses (ints), as the package's ctypes calls of ISA-L
  * do: the caller owns the bounds. Registers are raw (not inverted): the CRC-32C
@@ -163,16 +165,92 @@ static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) {
     return fold(NULL, src, n, reg, 0);
 }
 
-static int cpu_has_fold(void) {
+/* The same fold on 128-bit registers (PCLMULQDQ and SSE4.2: every x86-64 CPU since
+ * Intel Westmere and AMD Bulldozer): eight accumulators, 128 bytes a step, each lane
+ * moved on by the same constants; at the end each is folded onto the next (d = 128). */
+#define SSE_TARGET __attribute__((target("pclmul,sse4.2")))
+#define FOLD128(x, k) _mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), _mm_clmulepi64_si128((x), (k), 0x11))
+
+static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) SSE_TARGET;
+static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
+    uint64_t c = reg;
+    if (n >= 256) {
+        const __m128i step = _mm_set_epi64x((long long)k_step[1], (long long)k_step[0]);
+        __m128i x[8];
+        for (int j = 0; j < 8; j++) {
+            x[j] = _mm_loadu_si128((const __m128i *)(src + 16 * j));
+            if (copy) _mm_storeu_si128((__m128i *)(dst + 16 * j), x[j]);
+        }
+        x[0] = _mm_xor_si128(x[0], _mm_cvtsi32_si128((int)reg));
+        size_t i = 128;
+        for (; i + 128 <= n; i += 128) {
+            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
+            for (int j = 0; j < 8; j++) {
+                __m128i y = _mm_loadu_si128((const __m128i *)(src + i + 16 * j));
+                if (copy) _mm_storeu_si128((__m128i *)(dst + i + 16 * j), y);
+                x[j] = _mm_xor_si128(FOLD128(x[j], step), y);
+            }
+        }
+        const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);
+        for (int j = 1; j < 8; j++) x[j] = _mm_xor_si128(x[j], FOLD128(x[j - 1], lane));
+        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x[7]));
+        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x[7], 1));
+        src += i;
+        if (copy) dst += i;
+        n -= i;
+    }
+    for (; n >= 8; n -= 8, src += 8) {
+        uint64_t w;
+        memcpy(&w, src, 8);
+        if (copy) {
+            memcpy(dst, &w, 8);
+            dst += 8;
+        }
+        c = _mm_crc32_u64(c, w);
+    }
+    uint32_t c32 = (uint32_t)c;
+    for (; n; n--) {
+        if (copy) *dst++ = *src;
+        c32 = _mm_crc32_u8(c32, *src++);
+    }
+    return c32;
+}
+
+static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
+static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
+    return fold_sse(dst, src, n, reg, 1);
+}
+
+static uint32_t sse_only(const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
+static uint32_t sse_only(const uint8_t *src, size_t n, uint32_t reg) {
+    return fold_sse(NULL, src, n, reg, 0);
+}
+
+/* The widest fold this CPU runs: 2 (AVX2 and VPCLMULQDQ), 1 (PCLMULQDQ and SSE4.2),
+ * 0 (neither). */
+static int cpu_level(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2");
+    if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("sse4.2")) return 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") ? 2 : 1;
 }
 #else
 #define HAVE_FOLD 0
 #endif
 
-static int available;
+static int level, cpu_max_level; /* the fold in use (set_level may lower it), this CPU's best */
+static const char *const level_names[] = {"", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"};
+#define available (level > 0)
+
+#if HAVE_FOLD
+static uint32_t copy_fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
+    return level == 2 ? fold_copy(dst, src, n, reg) : sse_copy(dst, src, n, reg);
+}
+
+static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
+    return level == 2 ? fold_only(src, n, reg) : sse_only(src, n, reg);
+}
+#endif
 
 /* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLongMask
  * after a type check (an address, a length, a register). */
@@ -232,10 +310,10 @@ static PyObject *copy_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     if (n * count >= RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS for (size_t k = 0; k < count; k++) reg = fold_copy(dst + k * stride, src + k * n, n, reg);
+        Py_BEGIN_ALLOW_THREADS for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg);
         Py_END_ALLOW_THREADS
     } else {
-        for (size_t k = 0; k < count; k++) reg = fold_copy(dst + k * stride, src + k * n, n, reg);
+        for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg);
     }
 #endif
     return PyLong_FromUnsignedLong(reg);
@@ -253,16 +331,34 @@ static PyObject *crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const uint8_t *src = (const uint8_t *)(uintptr_t)a[0];
     size_t n = (size_t)a[1];
     if (n >= RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS reg = fold_only(src, n, reg);
+        Py_BEGIN_ALLOW_THREADS reg = only_fold(src, n, reg);
         Py_END_ALLOW_THREADS
     } else {
-        reg = fold_only(src, n, reg);
+        reg = only_fold(src, n, reg);
     }
 #endif
     return PyLong_FromUnsignedLong(reg);
 }
 
+PyDoc_STRVAR(set_level_doc,
+             "set_level(n) -> name\n\n"
+             "Use the fold of level n (1: SSE4.2 and PCLMULQDQ, 2: AVX2 and VPCLMULQDQ) from\n"
+             "now on, n at most this CPU's (MAX_LEVEL); returns its name. For tests and\n"
+             "benchmarks, which compare the levels on one CPU: not thread-safe.");
+
+static PyObject *set_level(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    unsigned long long a[1];
+    if (unsigned_args(args, nargs, 1, "set_level", a) < 0) return NULL;
+    if (a[0] < 1 || a[0] > (unsigned long long)cpu_max_level) {
+        PyErr_Format(PyExc_ValueError, "set_level: level %llu, this CPU runs 1..%d", a[0], cpu_max_level);
+        return NULL;
+    }
+    level = (int)a[0];
+    return PyUnicode_FromString(level_names[level]);
+}
+
 static PyMethodDef methods[] = {
+    {"set_level", (PyCFunction)(void (*)(void))set_level, METH_FASTCALL, set_level_doc},
     {"copy_crc32c", (PyCFunction)(void (*)(void))copy_crc32c, METH_FASTCALL, copy_crc32c_doc},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL, crc32c_doc},
     {NULL, NULL, 0, NULL},
@@ -281,11 +377,13 @@ PyMODINIT_FUNC PyInit__copycrc(void) {
     k_acc[1] = fold_const(256 - 32);
     k_lane[0] = fold_const(128 + 32);
     k_lane[1] = fold_const(128 - 32);
-    available = cpu_has_fold();
+    level = cpu_max_level = cpu_level();
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObject(m, "AVAILABLE", PyBool_FromLong(available)) < 0) {
+    if (PyModule_AddObject(m, "AVAILABLE", PyBool_FromLong(available)) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_LEVEL", cpu_max_level) < 0 ||
+        PyModule_AddStringConstant(m, "LEVEL", level_names[level]) < 0) {
         Py_DECREF(m);
         return NULL;
     }
