@@ -15,7 +15,7 @@
  * with the data 128 bytes on; at the end the accumulators are folded onto the
  * last one, its lanes onto each other, and the CRC32 instruction takes the
  * 16-byte remainder from a zero register. Bytes past the last whole step go
- * through the CRC32 instruction 8 at a time.
+ * through the CRC32 instruction 8 at a time (tail).
  *
  * Two levels of it: AVX2 with VPCLMULQDQ (256-bit registers; x86-64 since Intel Ice
  * Lake and AMD Zen 3) and PCLMULQDQ with SSE4.2 (128-bit, eight accumulators; every
@@ -74,6 +74,28 @@ static uint64_t fold_const(unsigned e) {
 /* (lo, hi) pairs: d = 1024 (one step), 256 (an accumulator onto the next),
  * 128 (lane 0 onto lane 1). */
 static uint64_t k_step[2], k_acc[2], k_lane[2];
+
+/* The bytes past the last whole step (fewer than 128, or a message under 256 bytes):
+ * the CRC32 instruction 8 bytes at a time, then 1. */
+static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy)
+    __attribute__((target("sse4.2")));
+static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy) {
+    for (; n >= 8; n -= 8, src += 8) {
+        uint64_t w;
+        memcpy(&w, src, 8);
+        if (copy) {
+            memcpy(dst, &w, 8);
+            dst += 8;
+        }
+        c = _mm_crc32_u64(c, w);
+    }
+    uint32_t c32 = (uint32_t)c;
+    for (; n; n--) {
+        if (copy) *dst++ = *src;
+        c32 = _mm_crc32_u8(c32, *src++);
+    }
+    return c32;
+}
 
 #define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
 #define FOLD256(x, k) \
@@ -138,21 +160,7 @@ static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t
         if (copy) dst += i;
         n -= i;
     }
-    for (; n >= 8; n -= 8, src += 8) {
-        uint64_t w;
-        memcpy(&w, src, 8);
-        if (copy) {
-            memcpy(dst, &w, 8);
-            dst += 8;
-        }
-        c = _mm_crc32_u64(c, w);
-    }
-    uint32_t c32 = (uint32_t)c;
-    for (; n; n--) {
-        if (copy) *dst++ = *src;
-        c32 = _mm_crc32_u8(c32, *src++);
-    }
-    return c32;
+    return tail(dst, src, n, c, copy);
 }
 
 static uint32_t fold_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) FOLD_TARGET;
@@ -200,21 +208,7 @@ static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint
         if (copy) dst += i;
         n -= i;
     }
-    for (; n >= 8; n -= 8, src += 8) {
-        uint64_t w;
-        memcpy(&w, src, 8);
-        if (copy) {
-            memcpy(dst, &w, 8);
-            dst += 8;
-        }
-        c = _mm_crc32_u64(c, w);
-    }
-    uint32_t c32 = (uint32_t)c;
-    for (; n; n--) {
-        if (copy) *dst++ = *src;
-        c32 = _mm_crc32_u8(c32, *src++);
-    }
-    return c32;
+    return tail(dst, src, n, c, copy);
 }
 
 static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
