@@ -36,7 +36,9 @@
 
 #define RELEASE_BYTES (64 << 10)
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+/* COPYCRC_PORTABLE builds it without the fold, as on other architectures (a check that
+ * that build compiles: gcc -DCOPYCRC_PORTABLE). */
+#if !defined(COPYCRC_PORTABLE) && (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_FOLD 1
 #include <immintrin.h>
 
@@ -344,7 +346,7 @@ static PyObject *set_level(PyObject *self, PyObject *const *args, Py_ssize_t nar
     unsigned long long a[1];
     if (unsigned_args(args, nargs, 1, "set_level", a) < 0) return NULL;
     if (a[0] < 1 || a[0] > (unsigned long long)cpu_max_level) {
-        PyErr_Format(PyExc_ValueError, "set_level: level %llu, this CPU runs 1..%d", a[0], cpu_max_level);
+        PyErr_Format(PyExc_ValueError, "set_level: level %llu, this CPU and build run levels 1 to %d (MAX_LEVEL)", a[0], cpu_max_level);
         return NULL;
     }
     level = (int)a[0];
