@@ -24,8 +24,9 @@ extras).
 
 Besides these, the package's one compiled part, ``_copycrc`` (built by pip where a C
 compiler is; used where the CPU has PCLMULQDQ and SSE4.2), copies a row and computes its
-CRC in one pass (:data:`COPY_CRC`, :func:`copy_row_function`): read_batch's first reads
-of plain rows, which otherwise copy and then compute the CRC of the copy.
+CRC in one pass (:data:`COPY_CRC`, :func:`copy_row_function`; compact samples:
+``_compact.copy_check_function``): read_batch's first reads from a shard's mapping, which
+otherwise copy and then compute the CRC of the copy.
 """
 import os
 import threading
@@ -269,9 +270,10 @@ except Exception:  # noqa: BLE001 (no usable library: another implementation is 
     _ISAL = None
 _EXT = _c_extension()
 
-#: The compiled copy-and-check (``copy_crc32c(dst, src, n, reg)``, ``crc32c(src, n, reg)``:
-#: addresses, raw registers) where it is built and this CPU runs it, else None: read_batch's
-#: first reads of plain rows then copy and check in one pass (:func:`copy_row_function`).
+#: The compiled copy-and-check (``copy_crc32c(dst, src, n, reg[, count, stride])``,
+#: ``crc32c(src, n, reg)``: addresses, raw registers; ``LEVEL`` names its fold) where it is
+#: built and this CPU runs it, else None: read_batch's first reads from a shard's mapping
+#: then copy and check in one pass (:func:`copy_row_function`).
 COPY_CRC = _copycrc()
 
 #: Which implementation computes the CRCs by default: "isal", "crc32c" or "numpy".

@@ -584,11 +584,13 @@ class Warehouse:
         CRC-32C as :func:`open`'s ``verify_samples`` says. A batch of _PARALLEL_BYTES or
         more is copied by this thread and copy threads side by side, its runs cut into
         pieces (_copy_parts; fewer threads in threads that read side by side:
-        :class:`copy_threads`). The thread that copied a piece checks its rows to check
-        right after the copy, while the bytes are in its core's cache: a plain row as
-        copied, a compact one from its stored region just copied from the mapping (or,
-        read with preadv, from its restored row); one CRC call per part, the comparisons
-        with the checksum tables made per shard after the copies. A mismatch raises
+        :class:`copy_threads`). The thread that copies a sample to check checks it: from
+        the mapping, in the same pass as the copy where the package's compiled part runs
+        (``_crc32c.COPY_CRC``; a compact sample's region as stored), else right after the
+        copy, while the bytes are in its core's cache (a plain row as copied, a compact
+        one from its stored region just copied); read with preadv, from its rows as read
+        (a compact one's restored rows). One CRC call per part, the comparisons with the
+        checksum tables made per shard after the copies. A mismatch raises
         :class:`WarehouseError` naming the shard file and the sample of the first such row
         (in row order), after the whole batch was read.
 
@@ -645,10 +647,13 @@ class Warehouse:
         # run is cached (_resident_mapping), else one preadv, straight into the
         # destination rows. Where a second core is free (_copy_parts), the batch's runs,
         # cut into pieces, are copied by the calling thread and copy threads side by
-        # side. First reads are checked by the thread that copied them, each piece right
-        # after its copy, while its bytes are in that core's cache: a plain row as copied,
-        # a compact one from its stored region just copied (or, read into place with
-        # preadv, from its restored row). Checking the stored bytes instead, in checker
+        # side. First reads are checked by the thread that copies them: copied from the
+        # mapping and checked in one pass where the compiled part runs (COPY_CRC: 0.97-1.0x
+        # the copy alone, against 0.76-0.81x for a copy and then its CRC; docs/performance.md,
+        # "A copy and its check in one pass"), else each piece right after its copy, while
+        # its bytes are in that core's cache: a plain row as copied, a compact one from its
+        # stored region just copied (or, read into place with preadv, from its restored
+        # row). Checking the stored bytes instead, in checker
         # threads from the mapping, was half as fast on 16 cores and 0.7-0.9x on two, a
         # first touch of a mapping's pages costing more than the CRC (docs/performance.md,
         # "Checks on the copied rows"). The copy threads note (sorted position, CRC); the
