@@ -167,7 +167,8 @@ class CopyCRC(unittest.TestCase):
 
     def lengths_offsets_and_registers(self, m):
         rng = np.random.default_rng(11)
-        lengths = list(range(0, 700)) + [1023, 1024, 1025, 4095, 4096, 4097, _crc32c.RELEASE_BYTES - 1,
+        lengths = list(range(0, 700)) + [1023, 1024, 1025, 4095, 4096, 4097, 10239, 10240, 10241, 20557,
+                                         _crc32c.RELEASE_BYTES - 1,
                                          _crc32c.RELEASE_BYTES, _crc32c.RELEASE_BYTES + 129, 442368 + 5]
         src = rng.integers(0, 256, size=max(lengths) + 64, dtype=np.uint8)
         for n in lengths:

@@ -79,8 +79,9 @@ static uint64_t k_step[2], k_acc[2], k_lane[2];
 
 /* The bytes past the last whole step (fewer than 128, or a message under 256 bytes):
  * the CRC32 instruction 8 bytes at a time, then 1. */
+#define ALWAYS_INLINE __attribute__((always_inline))
 static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy)
-    __attribute__((target("sse4.2")));
+    __attribute__((target("sse4.2"))) ALWAYS_INLINE;
 static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy) {
     for (; n >= 8; n -= 8, src += 8) {
         uint64_t w;
@@ -108,7 +109,7 @@ static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t
 
 /* The register after src[0:n] from reg; when dst is not NULL the bytes are
  * copied there too. */
-static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) FOLD_TARGET;
+static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) FOLD_TARGET ALWAYS_INLINE;
 static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
     uint64_t c = reg;
     if (n >= 256) {
@@ -180,32 +181,53 @@ static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) {
  * moved on by the same constants; at the end each is folded onto the next (d = 128). */
 #define SSE_TARGET __attribute__((target("pclmul,sse4.2")))
 #define FOLD128(x, k) _mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), _mm_clmulepi64_si128((x), (k), 0x11))
+/* The eight accumulators are named (x0..x7), not an array, so that they stay in
+ * registers: one lane j of a step reads 16 bytes at p + 16j (copying them to q + 16j). */
+#define SSE_LOAD(j, p, q)                                         \
+    x##j = _mm_loadu_si128((const __m128i *)((p) + 16 * j));      \
+    if (copy) _mm_storeu_si128((__m128i *)((q) + 16 * j), x##j)
+#define SSE_LANE(j, p, q)                                                  \
+    do {                                                                   \
+        __m128i y_ = _mm_loadu_si128((const __m128i *)((p) + 16 * j));     \
+        if (copy) _mm_storeu_si128((__m128i *)((q) + 16 * j), y_);         \
+        x##j = _mm_xor_si128(FOLD128(x##j, step), y_);                      \
+    } while (0)
+#define SSE_FIRST(p, q)                                                                    \
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7;                                                \
+    SSE_LOAD(0, p, q); SSE_LOAD(1, p, q); SSE_LOAD(2, p, q); SSE_LOAD(3, p, q);           \
+    SSE_LOAD(4, p, q); SSE_LOAD(5, p, q); SSE_LOAD(6, p, q); SSE_LOAD(7, p, q);           \
+    x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)reg))
+#define SSE_STEP(p, q)                                                                     \
+    SSE_LANE(0, p, q); SSE_LANE(1, p, q); SSE_LANE(2, p, q); SSE_LANE(3, p, q);           \
+    SSE_LANE(4, p, q); SSE_LANE(5, p, q); SSE_LANE(6, p, q); SSE_LANE(7, p, q)
+/* Each accumulator onto the next (d = 128), then the CRC of the 16-byte remainder. */
+#define SSE_REDUCE(c)                                                                      \
+    do {                                                                                   \
+        const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);   \
+        x1 = _mm_xor_si128(x1, FOLD128(x0, lane));                                         \
+        x2 = _mm_xor_si128(x2, FOLD128(x1, lane));                                         \
+        x3 = _mm_xor_si128(x3, FOLD128(x2, lane));                                         \
+        x4 = _mm_xor_si128(x4, FOLD128(x3, lane));                                         \
+        x5 = _mm_xor_si128(x5, FOLD128(x4, lane));                                         \
+        x6 = _mm_xor_si128(x6, FOLD128(x5, lane));                                         \
+        x7 = _mm_xor_si128(x7, FOLD128(x6, lane));                                         \
+        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x7));                             \
+        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x7, 1));                          \
+    } while (0)
 
-static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) SSE_TARGET;
+static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) SSE_TARGET ALWAYS_INLINE;
 static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
     uint64_t c = reg;
     if (n >= 256) {
         const __m128i step = _mm_set_epi64x((long long)k_step[1], (long long)k_step[0]);
-        __m128i x[8];
-        for (int j = 0; j < 8; j++) {
-            x[j] = _mm_loadu_si128((const __m128i *)(src + 16 * j));
-            if (copy) _mm_storeu_si128((__m128i *)(dst + 16 * j), x[j]);
-        }
-        x[0] = _mm_xor_si128(x[0], _mm_cvtsi32_si128((int)reg));
+        SSE_FIRST(src, dst);
         size_t i = 128;
         for (; i + 128 <= n; i += 128) {
             _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
             _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
-            for (int j = 0; j < 8; j++) {
-                __m128i y = _mm_loadu_si128((const __m128i *)(src + i + 16 * j));
-                if (copy) _mm_storeu_si128((__m128i *)(dst + i + 16 * j), y);
-                x[j] = _mm_xor_si128(FOLD128(x[j], step), y);
-            }
+            SSE_STEP(src + i, dst + i);
         }
-        const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);
-        for (int j = 1; j < 8; j++) x[j] = _mm_xor_si128(x[j], FOLD128(x[j - 1], lane));
-        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x[7]));
-        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x[7], 1));
+        SSE_REDUCE(c);
         src += i;
         if (copy) dst += i;
         n -= i;
