@@ -467,7 +467,7 @@ class VerifySamples(unittest.TestCase):
         from warehouse_etl import warehouse as whmod
         if _crc32c.COPY_CRC is None:
             self.skipTest("two passes here (no compiled copy-and-check, or switched off)")
-        plain, compact = _crc32c.copy_row_function, _compact.copy_check_function
+        plain, compact = _crc32c.copy_row_function, _compact.copy_checker
         calls = []
 
         def counting_plain(arrays):
@@ -476,7 +476,7 @@ class VerifySamples(unittest.TestCase):
 
         def counting_compact(*args):
             f = compact(*args)
-            return lambda j, r: calls.append(r) or f(j, r)
+            return lambda j, r, images, small: calls.append(r) or f(j, r, images, small)
 
         def refuse(*args):
             raise AssertionError("a row was checked after its copy")
@@ -490,7 +490,7 @@ class VerifySamples(unittest.TestCase):
                     calls.clear()
                     small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
                     with mock.patch.object(_crc32c, "copy_row_function", counting_plain), \
-                            mock.patch.object(_compact, "copy_check_function", counting_compact), \
+                            mock.patch.object(_compact, "copy_checker", counting_compact), \
                             mock.patch.object(_crc32c, "row_function", lambda arrays: refuse), \
                             mock.patch.object(_compact, "row_crc_function", refuse), \
                             mock.patch.object(_compact, "crc_rows", refuse), \

@@ -289,40 +289,42 @@ def row_crc_function(raw, sections, layout, arrays):
     return parts_crc
 
 
-def copy_check_function(raw, sections, layout, images, arrays):
-    """copy_run and row_crc_function of one sample in one: ``f(j, r)`` copies sample j of
-    a compact shard (``raw``: its mapping as uint8) into row r of ``images``, the pad
-    around its region, and returns its CRC-32C as the checksum table defines it (the
-    table entry, the region as stored, then row r of ``arrays``: boxes, mask, records,
-    extras as handed out). A region as wide as the image (one band per channel) is copied
-    and checked in one pass (_crc32c.COPY_CRC); another is restored, then checked from
-    its stored bytes just copied. For read_batch's copy threads where COPY_CRC is there;
-    None without it."""
+def copy_checker(raw, sections, layout):
+    """copy_run and row_crc_function of one sample in one, for read_batch's copy threads
+    where _crc32c.COPY_CRC is there (else None): ``f(j, r, images, small)`` copies sample
+    j of a compact shard (``raw``: its mapping as uint8) into row r of ``images`` (the
+    batch's C-contiguous uint8 images), the pad around its region, and returns its
+    CRC-32C as the checksum table defines it: the table entry, the region as stored, then
+    row r of the small arrays (``small``: (address, row bytes) of boxes, mask, records,
+    extras as handed out, :func:`_crc32c.row_parts`). A region as wide as the image (one
+    band per channel) is copied and checked in one pass; another is restored, then checked
+    from its stored bytes just copied. The table is read once, here: a reader keeps one per
+    shard mapping (the per-sample work is a few calls)."""
     m = _crc32c.COPY_CRC
     if m is None:
         return None
     table = sections["compact_table"]
     entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
-    if not (entries.flags.c_contiguous and images.flags.c_contiguous and images.itemsize == 1):
+    if not entries.flags.c_contiguous:
         return None
     pad = sections["pad"]
     c, width, plane = layout.channels, layout.width, layout.width * layout.height
     copy, crc = m.copy_crc32c, m.crc32c
-    ebase, base, ibase, ibytes = entries.ctypes.data, raw.ctypes.data, images.ctypes.data, c * plane
-    small = [(a.ctypes.data, a.shape[1]) for a in _crc32c._byte_rows(arrays) if a.shape[1]]
+    ebase, esize, base, ibytes = entries.ctypes.data, ENTRY.itemsize, raw.ctypes.data, c * plane
+    offs, ys, ws, hs = (table[f].astype(np.int64).tolist() for f in ("offset", "y", "w", "h"))
 
-    def f(j, r):
-        e = table[j]
-        off, w, h = int(e["offset"]), int(e["w"]), int(e["h"])
-        reg = crc(ebase + j * ENTRY.itemsize, ENTRY.itemsize, 0xFFFFFFFF)
+    def f(j, r, images, small):
+        reg = crc(ebase + j * esize, esize, 0xFFFFFFFF)
+        w, h = ws[j], hs[j]
         n = w * h
         if w == width and h:
-            y = int(e["y"])
-            reg = copy(ibase + r * ibytes + y * width, base + off, n, reg, c, plane)  # a band per channel
+            y = ys[j]
+            reg = copy(images.ctypes.data + r * ibytes + y * width, base + offs[j], n, reg, c, plane)  # a band per channel
             images[r, :, :y] = pad
             images[r, :, y + h:] = pad
         else:
-            restore(images[r], raw[off:off + c * n], e, pad)
+            off = offs[j]
+            restore(images[r], raw[off:off + c * n], table[j], pad)
             if n:
                 reg = crc(base + off, c * n, reg)
         for b, size in small:
@@ -333,7 +335,7 @@ def copy_check_function(raw, sections, layout, images, arrays):
 
 __all__ = ["VERSION_COMPACT", "COMPACT_VERSIONS", "ENTRY", "header_sections", "parse_compact", "restore", "image",
            "entry_problem",
-           "preadv_full", "read_run", "crc_rows", "crc_stored", "row_crc_function", "copy_check_function"]
+           "preadv_full", "read_run", "crc_rows", "crc_stored", "row_crc_function", "copy_checker"]
 
 
 def entry_problem(e, layout):

@@ -25,7 +25,7 @@ extras).
 Besides these, the package's one compiled part, ``_copycrc`` (built by pip where a C
 compiler is; used where the CPU has PCLMULQDQ and SSE4.2), copies a row and computes its
 CRC in one pass (:data:`COPY_CRC`, :func:`copy_row_function`; compact samples:
-``_compact.copy_check_function``): read_batch's first reads from a shard's mapping, which
+``_compact.copy_checker``): read_batch's first reads from a shard's mapping, which
 otherwise copy and then compute the CRC of the copy.
 """
 import os
@@ -436,6 +436,12 @@ def copy_row_function(arrays):
             reg = crc(base + r * n, n, reg)
         return reg ^ 0xFFFFFFFF
     return row
+
+
+def row_parts(arrays):
+    """(address, row bytes) of each array with bytes in its rows (C-contiguous, rows along
+    axis 0): what the compiled copy-and-check continues a row's CRC over."""
+    return [(a.ctypes.data, a.shape[1]) for a in _byte_rows(arrays) if a.shape[1]]
 
 
 def _byte_rows(arrays):

@@ -132,13 +132,14 @@ class _Shard:
     """One shard: an fd for preadv (reopened after fork or unpickling) and a read-only
     memmap for zero-copy views, both opened on first use."""
 
-    __slots__ = ("entry", "path", "fd", "pid", "sections", "mmap", "base", "error", "crcs", "verified")
+    __slots__ = ("entry", "path", "fd", "pid", "sections", "mmap", "base", "error", "crcs", "verified", "checker")
 
     def __init__(self, entry, path):
         self.entry, self.path = entry, path
         self.fd = self.pid = self.sections = self.mmap = self.base = self.error = None
         self.crcs = None      # the checksum table (uint32 per sample), None without one
         self.verified = None  # bool per sample: passed its CRC-32C check in this process
+        self.checker = None   # compact: (mapping, _compact.copy_checker of it), made once
 
 
 class Warehouse:
@@ -671,7 +672,8 @@ class Warehouse:
         # check and its CRC in one pass (_crc32c.copy_row_function).
         copy_crc = _crc32c.copy_row_function(checked) if any_need and not l.compact else None
         compact_crc = {}  # shard index: _compact.row_crc_function of its mapping
-        compact_copy = {}  # shard index: _compact.copy_check_function of its mapping
+        # The small rows a compact sample's one-pass check continues over (_compact.copy_checker).
+        small_parts = _crc32c.row_parts(checked[1:]) if any_need and l.compact and _crc32c.COPY_CRC else None
         need_l = need.tolist()
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
@@ -692,13 +694,11 @@ class Warehouse:
                 compact = sh.sections["compact_table"] is not None  # compact images (_compact)
                 raw = self._resident_mapping(sh, ll_l[p0], ll_l[p1 - 1]) if img else None
                 fused = False  # copied and checked in one pass
-                if compact and raw is not None and check and _crc32c.COPY_CRC is not None:
-                    k = ss_l[r0]
-                    f = compact_copy.get(k) or compact_copy.setdefault(
-                        k, _compact.copy_check_function(raw, sh.sections, l, out["images"], checked[1:]))
+                if compact and raw is not None and check and small_parts is not None:
+                    f = self._copy_checker(sh, raw)
                     for p in range(p0, p1):
                         if need_l[p] and f is not None:
-                            crcs.append((p, f(ll_l[p], rows_l[p])))
+                            crcs.append((p, f(ll_l[p], rows_l[p], out["images"], small_parts)))
                         else:
                             _compact.copy_run(raw, sh.sections, l, ll_l[p], rows_l[p:p + 1], out["images"])
                     fused = f is not None
@@ -829,6 +829,14 @@ class Warehouse:
         if end <= start or not _resident(sh.base, end - 1):
             return None
         return raw
+
+    def _copy_checker(self, sh, raw):
+        """Compact shard sh's _compact.copy_checker for its mapping ``raw``, made once per
+        mapping (a mapping made again after a fork or close gets its own)."""
+        got = sh.checker
+        if got is None or got[0] is not raw:
+            got = sh.checker = (raw, _compact.copy_checker(raw, sh.sections, self.layout))
+        return got[1]
 
     def _mapping(self, sh):
         """Shard sh's read-only mapping as a uint8 array, mapped on first use from the
