@@ -500,6 +500,10 @@ class VerifySamples(unittest.TestCase):
                     self.assertEqual(wh.samples_verified, n)
                     for key in ("images", "boxes", "mask", "records", "extras"):
                         self.assertEqual(raw(got[key]), raw(want[key]), key)
+                    # A compact shard's checker is kept with its mapping, and dropped with it.
+                    self.assertEqual(any(sh.checker is not None for sh in wh._shards), "compact" in name)
+                    wh.close()
+                    self.assertTrue(all(sh.checker is None for sh in wh._shards))
 
 
 class VerifySamplesTwoPass(VerifySamples):

@@ -303,7 +303,7 @@ class Warehouse:
             for sh in self._shards:
                 if sh.fd is not None and sh.pid == os.getpid():
                     os.close(sh.fd)
-                sh.fd = sh.pid = sh.mmap = None
+                sh.fd = sh.pid = sh.mmap = sh.checker = None
             if self._dir_fd is not None and self._dir_pid == os.getpid():
                 os.close(self._dir_fd)  # releases the directory's flock
             self._dir_fd = self._dir_pid = None
@@ -322,7 +322,7 @@ class Warehouse:
             if self._closed and not reopen:
                 raise WarehouseError(f"{self.dir}: closed")
             if sh.pid != os.getpid():  # inherited from the parent: not ours to close
-                sh.fd = sh.mmap = None
+                sh.fd = sh.mmap = sh.checker = None
             t0 = time.perf_counter()
             try:
                 dir_fd = self._dir()
