@@ -18,18 +18,32 @@ import (
 	"warehouse-etl/warehouse"
 )
 
+// cliBinaryDir holds the binary cliBinary builds; TestMain removes it.
+var cliBinaryDir string
+
 // cliBinary builds the CLI once per test binary run.
 var cliBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "warehouse-etl-bin-")
 	if err != nil {
 		return "", err
 	}
+	cliBinaryDir = dir
 	bin := filepath.Join(dir, "warehouse-etl")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
 })
+
+// TestMain removes the CLI binary after the tests: each run of this package
+// left 62 MB in the temporary directory, and repeated runs filled the disk.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliBinaryDir != "" {
+		os.RemoveAll(cliBinaryDir)
+	}
+	os.Exit(code)
+}
 
 func mustBinary(t *testing.T) string {
 	t.Helper()
