@@ -173,32 +173,14 @@ func dumpReference(t *testing.T, dir, ref string) (samples int, dtype string) {
 // a failure means the tests would silently run the two-pass fallback alone.
 func builtPythonPackage(t *testing.T) (string, bool) {
 	t.Helper()
-	src := mustAbs(t, "../../python")
 	dst := filepath.Join(t.TempDir(), "python")
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
+	copyTree(t, mustAbs(t, "../../python"), dst, func(d fs.DirEntry) bool {
 		name := d.Name()
-		if d.IsDir() && (name == "build" || name == "__pycache__" || strings.HasSuffix(name, ".egg-info")) {
-			return filepath.SkipDir
-		}
 		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			return name == "build" || name == "__pycache__" || strings.HasSuffix(name, ".egg-info")
 		}
-		if strings.HasSuffix(name, ".so") || strings.HasSuffix(name, ".pyd") {
-			return nil
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), raw, 0o644)
+		return strings.HasSuffix(name, ".so") || strings.HasSuffix(name, ".pyd")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(debianPython, "setup.py", "-q", "build_ext", "--inplace")
 	cmd.Dir = dst
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -254,11 +236,26 @@ func writeJSON(t *testing.T, path string, v any) {
 func copyVersion(t *testing.T, dir string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), filepath.Base(dir))
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	copyTree(t, dir, dst, nil)
+	return dst
+}
+
+// copyTree copies the files and directories under src to dst (mode 0644 and
+// 0755), leaving out each entry skip returns true for (a directory with all
+// it holds); skip may be nil.
+func copyTree(t *testing.T, src, dst string, skip func(fs.DirEntry) bool) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
+		if skip != nil && p != src && skip(d) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
@@ -271,7 +268,6 @@ func copyVersion(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dst
 }
 
 // damagedCases breaks copies of dir in the ways the Go reader's
