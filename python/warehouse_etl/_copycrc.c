@@ -100,6 +100,16 @@ static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t
     return c32;
 }
 
+/* After the vector steps: the CRC of the 16-byte remainder from a zero register is the
+ * register after the bytes folded; the bytes past them (from offset i) go to tail. */
+static inline uint32_t after_steps(__m128i rem, uint8_t *dst, const uint8_t *src, size_t n, size_t i, int copy)
+    __attribute__((target("sse4.2"))) ALWAYS_INLINE;
+static inline uint32_t after_steps(__m128i rem, uint8_t *dst, const uint8_t *src, size_t n, size_t i, int copy) {
+    uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(rem));
+    c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(rem, 1));
+    return tail(copy ? dst + i : NULL, src + i, n - i, c, copy);
+}
+
 #define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
 #define FOLD256(x, k) \
     _mm256_xor_si256(_mm256_clmulepi64_epi128((x), (k), 0x00), _mm256_clmulepi64_epi128((x), (k), 0x11))
@@ -111,59 +121,50 @@ static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t
  * copied there too. */
 static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) FOLD_TARGET ALWAYS_INLINE;
 static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
-    uint64_t c = reg;
-    if (n >= 256) {
-        const __m256i step = _mm256_set_epi64x((long long)k_step[1], (long long)k_step[0],
-                                               (long long)k_step[1], (long long)k_step[0]);
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)src);
-        __m256i x1 = _mm256_loadu_si256((const __m256i *)(src + 32));
-        __m256i x2 = _mm256_loadu_si256((const __m256i *)(src + 64));
-        __m256i x3 = _mm256_loadu_si256((const __m256i *)(src + 96));
-        if (copy) {
-            _mm256_storeu_si256((__m256i *)dst, x0);
-            _mm256_storeu_si256((__m256i *)(dst + 32), x1);
-            _mm256_storeu_si256((__m256i *)(dst + 64), x2);
-            _mm256_storeu_si256((__m256i *)(dst + 96), x3);
-        }
-        /* The register enters as the first 4 bytes' xor. */
-        x0 = _mm256_xor_si256(x0, _mm256_set_epi64x(0, 0, 0, (long long)reg));
-        size_t i = 128;
-        for (; i + 128 <= n; i += 128) {
-            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
-            __m256i y0 = _mm256_loadu_si256((const __m256i *)(src + i));
-            __m256i y1 = _mm256_loadu_si256((const __m256i *)(src + i + 32));
-            __m256i y2 = _mm256_loadu_si256((const __m256i *)(src + i + 64));
-            __m256i y3 = _mm256_loadu_si256((const __m256i *)(src + i + 96));
-            if (copy) {
-                _mm256_storeu_si256((__m256i *)(dst + i), y0);
-                _mm256_storeu_si256((__m256i *)(dst + i + 32), y1);
-                _mm256_storeu_si256((__m256i *)(dst + i + 64), y2);
-                _mm256_storeu_si256((__m256i *)(dst + i + 96), y3);
-            }
-            x0 = _mm256_xor_si256(FOLD256(x0, step), y0);
-            x1 = _mm256_xor_si256(FOLD256(x1, step), y1);
-            x2 = _mm256_xor_si256(FOLD256(x2, step), y2);
-            x3 = _mm256_xor_si256(FOLD256(x3, step), y3);
-        }
-        const __m256i acc = _mm256_set_epi64x((long long)k_acc[1], (long long)k_acc[0],
-                                              (long long)k_acc[1], (long long)k_acc[0]);
-        x1 = _mm256_xor_si256(x1, FOLD256(x0, acc));
-        x2 = _mm256_xor_si256(x2, FOLD256(x1, acc));
-        x3 = _mm256_xor_si256(x3, FOLD256(x2, acc));
-        const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);
-        __m128i l0 = _mm256_castsi256_si128(x3), l1 = _mm256_extracti128_si256(x3, 1);
-        l1 = _mm_xor_si128(l1, _mm_xor_si128(_mm_clmulepi64_si128(l0, lane, 0x00),
-                                             _mm_clmulepi64_si128(l0, lane, 0x11)));
-        /* The CRC of the 16-byte remainder from a zero register is the
-         * register after the vector part. */
-        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(l1));
-        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(l1, 1));
-        src += i;
-        if (copy) dst += i;
-        n -= i;
+    if (n < 256) return tail(dst, src, n, reg, copy);
+    const __m256i step = _mm256_set_epi64x((long long)k_step[1], (long long)k_step[0],
+                                           (long long)k_step[1], (long long)k_step[0]);
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)src);
+    __m256i x1 = _mm256_loadu_si256((const __m256i *)(src + 32));
+    __m256i x2 = _mm256_loadu_si256((const __m256i *)(src + 64));
+    __m256i x3 = _mm256_loadu_si256((const __m256i *)(src + 96));
+    if (copy) {
+        _mm256_storeu_si256((__m256i *)dst, x0);
+        _mm256_storeu_si256((__m256i *)(dst + 32), x1);
+        _mm256_storeu_si256((__m256i *)(dst + 64), x2);
+        _mm256_storeu_si256((__m256i *)(dst + 96), x3);
     }
-    return tail(dst, src, n, c, copy);
+    /* The register enters as the first 4 bytes' xor. */
+    x0 = _mm256_xor_si256(x0, _mm256_set_epi64x(0, 0, 0, (long long)reg));
+    size_t i = 128;
+    for (; i + 128 <= n; i += 128) {
+        _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
+        _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
+        __m256i y0 = _mm256_loadu_si256((const __m256i *)(src + i));
+        __m256i y1 = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        __m256i y2 = _mm256_loadu_si256((const __m256i *)(src + i + 64));
+        __m256i y3 = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        if (copy) {
+            _mm256_storeu_si256((__m256i *)(dst + i), y0);
+            _mm256_storeu_si256((__m256i *)(dst + i + 32), y1);
+            _mm256_storeu_si256((__m256i *)(dst + i + 64), y2);
+            _mm256_storeu_si256((__m256i *)(dst + i + 96), y3);
+        }
+        x0 = _mm256_xor_si256(FOLD256(x0, step), y0);
+        x1 = _mm256_xor_si256(FOLD256(x1, step), y1);
+        x2 = _mm256_xor_si256(FOLD256(x2, step), y2);
+        x3 = _mm256_xor_si256(FOLD256(x3, step), y3);
+    }
+    const __m256i acc = _mm256_set_epi64x((long long)k_acc[1], (long long)k_acc[0],
+                                          (long long)k_acc[1], (long long)k_acc[0]);
+    x1 = _mm256_xor_si256(x1, FOLD256(x0, acc));
+    x2 = _mm256_xor_si256(x2, FOLD256(x1, acc));
+    x3 = _mm256_xor_si256(x3, FOLD256(x2, acc));
+    const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);
+    __m128i l0 = _mm256_castsi256_si128(x3), l1 = _mm256_extracti128_si256(x3, 1);
+    l1 = _mm_xor_si128(l1, _mm_xor_si128(_mm_clmulepi64_si128(l0, lane, 0x00),
+                                         _mm_clmulepi64_si128(l0, lane, 0x11)));
+    return after_steps(l1, dst, src, n, i, copy);
 }
 
 static uint32_t fold_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) FOLD_TARGET;
@@ -200,8 +201,8 @@ static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) {
 #define SSE_STEP(p, q)                                                                     \
     SSE_LANE(0, p, q); SSE_LANE(1, p, q); SSE_LANE(2, p, q); SSE_LANE(3, p, q);           \
     SSE_LANE(4, p, q); SSE_LANE(5, p, q); SSE_LANE(6, p, q); SSE_LANE(7, p, q)
-/* Each accumulator onto the next (d = 128), then the CRC of the 16-byte remainder. */
-#define SSE_REDUCE(c)                                                                      \
+/* Each accumulator onto the next (d = 128): x7 holds the 16-byte remainder. */
+#define SSE_REDUCE()                                                                      \
     do {                                                                                   \
         const __m128i lane = _mm_set_epi64x((long long)k_lane[1], (long long)k_lane[0]);   \
         x1 = _mm_xor_si128(x1, FOLD128(x0, lane));                                         \
@@ -211,28 +212,21 @@ static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) {
         x5 = _mm_xor_si128(x5, FOLD128(x4, lane));                                         \
         x6 = _mm_xor_si128(x6, FOLD128(x5, lane));                                         \
         x7 = _mm_xor_si128(x7, FOLD128(x6, lane));                                         \
-        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x7));                             \
-        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x7, 1));                          \
     } while (0)
 
 static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) SSE_TARGET ALWAYS_INLINE;
 static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
-    uint64_t c = reg;
-    if (n >= 256) {
-        const __m128i step = _mm_set_epi64x((long long)k_step[1], (long long)k_step[0]);
-        SSE_FIRST(src, dst);
-        size_t i = 128;
-        for (; i + 128 <= n; i += 128) {
-            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
-            SSE_STEP(src + i, dst + i);
-        }
-        SSE_REDUCE(c);
-        src += i;
-        if (copy) dst += i;
-        n -= i;
+    if (n < 256) return tail(dst, src, n, reg, copy);
+    const __m128i step = _mm_set_epi64x((long long)k_step[1], (long long)k_step[0]);
+    SSE_FIRST(src, dst);
+    size_t i = 128;
+    for (; i + 128 <= n; i += 128) {
+        _mm_prefetch((const char *)(src + i + PREFETCH_BYTES), _MM_HINT_T0);
+        _mm_prefetch((const char *)(src + i + PREFETCH_BYTES + 64), _MM_HINT_T0);
+        SSE_STEP(src + i, dst + i);
     }
-    return tail(dst, src, n, c, copy);
+    SSE_REDUCE();
+    return after_steps(x7, dst, src, n, i, copy);
 }
 
 static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
