@@ -459,7 +459,7 @@ class Warehouse:
         along axis 0), holding samples ``local`` of shard ``sh`` (index k), against the
         checksum table, remembering those that pass. Returns None, or the position in
         ``rows`` of the first mismatch and the Go reader's error for it."""
-        return self._compare(sh, k, local, _piece_crcs(self.layout, arrays, [(sh, k, local, rows)]))
+        return self._compare(sh, k, local, _piece_crcs(sh, self.layout, arrays, local, rows))
 
     def _compare(self, sh, k, local, got):
         """_check_rows with the CRCs ``got`` of the rows already computed."""
@@ -708,13 +708,12 @@ class Warehouse:
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                     cold += 1
                 elif raw is not None and check and copy_crc is not None:
-                    o = sh.base + sh.sections["image"] + ll_l[p0] * img
                     for p in range(p0, p1):
-                        src = o + (p - p0) * img
+                        o = sh.sections["image"] + ll_l[p] * img  # a run: consecutive samples
                         if need_l[p]:
-                            crcs.append((p, copy_crc(rows_l[p], src)))
+                            crcs.append((p, copy_crc(rows_l[p], sh.base + o)))
                         else:
-                            flat[rows_l[p]] = raw[src - sh.base:src - sh.base + img]
+                            flat[rows_l[p]] = raw[o:o + img]
                     fused = True
                 elif raw is not None:
                     o = sh.sections["image"] + ll_l[p0] * img
@@ -916,27 +915,14 @@ class copy_threads:  # noqa: N801 (a context manager, used as a function)
         _copy_local.limit = self.before
 
 
-def _piece_crcs(layout, arrays, group):
-    """The CRC-32C of the rows of a group of pieces (shard, k, local, rows) read into
-    ``arrays``, in order, as the shards' checksum tables define them. A plain shard's
-    CRC covers the rows as they are (one crc32c_rows call for the group); a compact
-    shard's, its table entry and stored region, taken from the restored rows
-    (_compact.crc_rows, once per stretch of pieces of one shard). The shards of one
-    warehouse are all compact or none (_compact.entry_problem)."""
-    if group[0][0].sections["compact_table"] is None:
-        rows = group[0][3] if len(group) == 1 else np.concatenate([g[3] for g in group])
+def _piece_crcs(sh, layout, arrays, local, rows):
+    """The CRC-32C of rows ``rows`` of ``arrays``, holding samples ``local`` of shard sh,
+    as its checksum table defines them: a plain shard's over the rows as they are, a
+    compact one's over its table entries and the stored regions taken from the restored
+    rows (_compact.crc_rows)."""
+    if sh.sections["compact_table"] is None:
         return _crc32c.crc32c_rows(arrays, rows)
-    out, i = [], 0
-    while i < len(group):
-        j = i + 1
-        while j < len(group) and group[j][0] is group[i][0]:
-            j += 1
-        sh = group[i][0]
-        local = group[i][2] if j == i + 1 else np.concatenate([g[2] for g in group[i:j]])
-        rows = group[i][3] if j == i + 1 else np.concatenate([g[3] for g in group[i:j]])
-        out.append(_compact.crc_rows(sh.sections, layout, local, arrays, rows))
-        i = j
-    return out[0] if len(out) == 1 else np.concatenate(out)
+    return _compact.crc_rows(sh.sections, layout, local, arrays, rows)
 
 
 def _stored_crcs(raw, sections, layout, local):
