@@ -3,6 +3,7 @@ the definition, the golden shards' tables, the verify_samples modes on a damaged
 (the refusal's words are the Go reader's: test_damaged.py), and an older warehouse
 without checksum sections, read unchecked."""
 import os
+import platform
 import unittest
 import warnings
 
@@ -110,25 +111,38 @@ class CRC32C(unittest.TestCase):
 
 
 def cpu_flags():
-    """The flags of /proc/cpuinfo's first processor (empty where there is none)."""
+    """The flags of /proc/cpuinfo's first processor ("flags" on x86-64, "Features" on
+    arm64; empty where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
+                if line.startswith(("flags", "Features")):
                     return set(line.split(":", 1)[1].split())
     except OSError:
         pass
     return set()
 
 
+def copycrc_level(flags):
+    """The fold level (MAX_LEVEL) and its name warehouse_etl._copycrc must find on a CPU
+    with these /proc/cpuinfo flags."""
+    if platform.machine() in ("aarch64", "arm64"):
+        level = 0 if "crc32" not in flags else 2 if "pmull" in flags else 1
+        return level, ["", "armv8-crc32", "armv8-crc32-pmull"][level]
+    level = 2 if {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= flags else \
+        1 if {"pclmulqdq", "sse4_2"} <= flags else 0
+    return level, ["", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"][level]
+
+
 def need_copycrc(test):
     """The compiled copy-and-check (_crc32c.COPY_CRC), or skip; where the harness built it
     (EXPECT_COPYCRC) on a CPU with its instructions, a missing one fails."""
     if _crc32c.COPY_CRC is None:
-        if EXPECT_COPYCRC and {"pclmulqdq", "sse4_2"} <= cpu_flags():
-            test.fail("warehouse_etl._copycrc was built and this CPU has PCLMULQDQ and SSE4.2, "
+        if EXPECT_COPYCRC and copycrc_level(cpu_flags())[0] > 0:
+            test.fail("warehouse_etl._copycrc was built and this CPU has its instructions, "
                       "but _crc32c.COPY_CRC is None")
-        test.skipTest("no compiled copy-and-check here (warehouse_etl._copycrc not built, or no PCLMULQDQ)")
+        test.skipTest("no compiled copy-and-check here (warehouse_etl._copycrc not built, or no "
+                      "PCLMULQDQ or CRC32 instructions)")
     return _crc32c.COPY_CRC
 
 
@@ -142,11 +156,9 @@ class CopyCRC(unittest.TestCase):
         if not EXPECT_COPYCRC:
             self.skipTest("warehouse_etl._copycrc not built for these tests")
         from warehouse_etl import _copycrc
-        flags = cpu_flags()
-        want = 2 if {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"} <= flags else \
-            1 if {"pclmulqdq", "sse4_2"} <= flags else 0
+        want, name = copycrc_level(cpu_flags())
         self.assertEqual(_copycrc.MAX_LEVEL, want)
-        self.assertEqual(_copycrc.LEVEL, ["", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"][want])
+        self.assertEqual(_copycrc.LEVEL, name)
         self.assertEqual(_copycrc.AVAILABLE, want > 0)
         self.assertEqual(_crc32c.COPY_CRC is not None, want > 0)
 

@@ -19,32 +19,58 @@
  *
  * Two levels of it: AVX2 with VPCLMULQDQ (256-bit registers; x86-64 since Intel Ice
  * Lake and AMD Zen 3) and PCLMULQDQ with SSE4.2 (128-bit, eight accumulators; every
- * x86-64 CPU since Intel Westmere and AMD Bulldozer). LEVEL names the one this CPU runs
- * (MAX_LEVEL: 2, 1, or 0 for neither); AVAILABLE is False where it runs none, on other
- * architectures and with compilers without these intrinsics, and the package copies and
- * checks in two passes there, as before.
+ * x86-64 CPU since Intel Westmere and AMD Bulldozer). On arm64 (Linux and macOS) the
+ * CRC32C instructions do the work instead, in three streams joined with PMULL (level 2)
+ * or in one (level 1, CRC32 without the Crypto extension); see FOLD_ARM64 below.
+ * LEVEL names the one this CPU runs (MAX_LEVEL: 2, 1, or 0 for none); AVAILABLE is
+ * False where it runs none, on other architectures and with compilers without these
+ * intrinsics, and the package copies and checks in two passes there, as before.
  *
  * The functions take addresses (ints), as the package's ctypes calls of ISA-L
  * do: the caller owns the bounds. Registers are raw (not inverted): the CRC-32C
  * of a message is crc32c(addr, n, 0xFFFFFFFF) ^ 0xFFFFFFFF, continued by
  * passing the register on. Calls of 64 KiB and more release the GIL.
  */
+#ifndef COPYCRC_FOLD_ONLY
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
 #define RELEASE_BYTES (64 << 10)
 
 /* COPYCRC_PORTABLE builds it without the fold, as on other architectures (a check that
- * that build compiles: gcc -DCOPYCRC_PORTABLE). */
-#if !defined(COPYCRC_PORTABLE) && (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+ * that build compiles: gcc -DCOPYCRC_PORTABLE). COPYCRC_FOLD_ONLY leaves out the Python
+ * module: python/tests/copycrc_harness.c includes this file that way, to test the folds
+ * of each architecture against hash/crc32 (amd64 natively, arm64 under qemu). */
+#if defined(COPYCRC_PORTABLE) || !(defined(__GNUC__) || defined(__clang__))
+#define HAVE_FOLD 0
+#elif defined(__x86_64__) || defined(_M_X64)
 #define HAVE_FOLD 1
-#include <immintrin.h>
+#define FOLD_X86 1
+#elif defined(__aarch64__) && (defined(__linux__) || defined(__APPLE__))
+#define HAVE_FOLD 1
+#define FOLD_ARM64 1
+#else
+#define HAVE_FOLD 0
+#endif
 
-/* x^e mod P for the bit-reflected polynomial 0x82F63B78, bit-reflected and
- * shifted left by one (33 bits), as the fold multiplies by it (shard/checksum.go,
- * foldConst). */
+#if HAVE_FOLD
+#define ALWAYS_INLINE __attribute__((always_inline))
+
+/* The two entry points of an inline fold inner(dst, src, n, reg, copy), compiled for
+ * target: name_copy (copying) and name_only. */
+#define FOLD_ENTRIES(name, inner, target)                                                 \
+    static uint32_t name##_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) target; \
+    static uint32_t name##_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {       \
+        return inner(dst, src, n, reg, 1);                                                \
+    }                                                                                     \
+    static uint32_t name##_only(const uint8_t *src, size_t n, uint32_t reg) target;        \
+    static uint32_t name##_only(const uint8_t *src, size_t n, uint32_t reg) {              \
+        return inner(NULL, src, n, reg, 0);                                               \
+    }
+
 static uint32_t reverse32(uint32_t x) {
     uint32_t r = 0;
     for (int i = 0; i < 32; i++) {
@@ -64,14 +90,24 @@ static uint64_t mulmod(uint64_t a, uint64_t b, uint64_t p) {
     return r;
 }
 
-static uint64_t fold_const(unsigned e) {
+/* x^e mod P, P the CRC-32C polynomial 0x1EDC6F41 (0x82F63B78 bit-reflected), in
+ * normal bit order (bit i: x^i). */
+static uint32_t xpow_mod(unsigned e) {
     uint64_t p = (1ull << 32) | reverse32(0x82F63B78u), r = 1, base = 2;
     for (; e; e >>= 1) {
         if (e & 1) r = mulmod(r, base, p);
         base = mulmod(base, base, p);
     }
-    return (uint64_t)reverse32((uint32_t)r) << 1;
+    return (uint32_t)r;
 }
+#endif
+
+#if FOLD_X86
+#include <immintrin.h>
+
+/* x^e mod P bit-reflected and shifted left by one (33 bits), as the fold multiplies
+ * by it (shard/checksum.go, foldConst). */
+static uint64_t fold_const(unsigned e) { return (uint64_t)reverse32(xpow_mod(e)) << 1; }
 
 /* (lo, hi) pairs: d = 1024 (one step), 256 (an accumulator onto the next),
  * 128 (lane 0 onto lane 1). */
@@ -79,7 +115,6 @@ static uint64_t k_step[2], k_acc[2], k_lane[2];
 
 /* The bytes past the last whole step (fewer than 128, or a message under 256 bytes):
  * the CRC32 instruction 8 bytes at a time, then 1. */
-#define ALWAYS_INLINE __attribute__((always_inline))
 static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy)
     __attribute__((target("sse4.2"))) ALWAYS_INLINE;
 static inline uint32_t tail(uint8_t *dst, const uint8_t *src, size_t n, uint64_t c, int copy) {
@@ -167,15 +202,7 @@ static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t
     return after_steps(l1, dst, src, n, i, copy);
 }
 
-static uint32_t fold_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) FOLD_TARGET;
-static uint32_t fold_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
-    return fold(dst, src, n, reg, 1);
-}
-
-static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) FOLD_TARGET;
-static uint32_t fold_only(const uint8_t *src, size_t n, uint32_t reg) {
-    return fold(NULL, src, n, reg, 0);
-}
+FOLD_ENTRIES(fold, fold, FOLD_TARGET)
 
 /* The same fold on 128-bit registers (PCLMULQDQ and SSE4.2: every x86-64 CPU since
  * Intel Westmere and AMD Bulldozer): eight accumulators, 128 bytes a step, each lane
@@ -229,15 +256,7 @@ static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint
     return after_steps(x7, dst, src, n, i, copy);
 }
 
-static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
-static uint32_t sse_copy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
-    return fold_sse(dst, src, n, reg, 1);
-}
-
-static uint32_t sse_only(const uint8_t *src, size_t n, uint32_t reg) SSE_TARGET;
-static uint32_t sse_only(const uint8_t *src, size_t n, uint32_t reg) {
-    return fold_sse(NULL, src, n, reg, 0);
-}
+FOLD_ENTRIES(sse, fold_sse, SSE_TARGET)
 
 /* The widest fold this CPU runs: 2 (AVX2 and VPCLMULQDQ), 1 (PCLMULQDQ and SSE4.2),
  * 0 (neither). */
@@ -246,24 +265,183 @@ static int cpu_level(void) {
     if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("sse4.2")) return 0;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") ? 2 : 1;
 }
+
+static void fold_constants(void) {
+    k_step[0] = fold_const(1024 + 32);
+    k_step[1] = fold_const(1024 - 32);
+    k_acc[0] = fold_const(256 + 32);
+    k_acc[1] = fold_const(256 - 32);
+    k_lane[0] = fold_const(128 + 32);
+    k_lane[1] = fold_const(128 - 32);
+}
+
+static const char *const level_names[] = {"", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"};
+#define LEVEL2_COPY fold_copy
+#define LEVEL2_ONLY fold_only
+#define LEVEL1_COPY sse_copy
+#define LEVEL1_ONLY sse_only
+#endif /* FOLD_X86 */
+
+#if FOLD_ARM64
+/* ARMv8's CRC32C instructions (CRC32CX: 8 bytes into the register; optional in ARMv8.0,
+ * required from ARMv8.1, on every arm64 server and Apple CPU), two levels as on x86-64:
+ *   1. one register, 32 bytes a step (CRC32 alone);
+ *   2. three registers over three 1 KiB streams of each 3 KiB block, then joined with
+ *      PMULL (Crypto extension): CRC32CX waits 2-3 cycles for its register and starts
+ *      one a cycle, so three streams keep it busy where one stream runs a third as fast.
+ * The join: the register after a block is shift(c0, 2 KiB) ^ shift(c1, 1 KiB) ^ c2
+ * (c0 continued from the register before the block, c1 and c2 from zero; a raw
+ * register is linear in the register and the bytes). shift(c, L), the register after
+ * L zero bytes, is c * x^(8L) mod P: PMULL of c (bit-reflected, 32 bits) by
+ * k = x^(8L-33) mod P (bit-reflected) is c*k*x in 64 reflected bits, and CRC32CX from
+ * zero multiplies a 64-bit word by x^32 mod P. */
+#include <arm_acle.h>
+#include <arm_neon.h>
+#if defined(__clang__)
+#define CRC_TARGET __attribute__((target("crc")))
+#define PMULL_TARGET __attribute__((target("crc,aes")))
 #else
-#define HAVE_FOLD 0
+#define CRC_TARGET __attribute__((target("+crc")))
+#define PMULL_TARGET __attribute__((target("+crc+crypto")))
+#endif
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_PMULL
+#define HWCAP_PMULL (1 << 4)
+#endif
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7)
+#endif
+#endif
+
+#define STREAM_BYTES 1024
+static uint64_t k_stream1, k_stream2; /* shift by one stream (1 KiB), by two */
+
+static void fold_constants(void) {
+    k_stream1 = reverse32(xpow_mod(8 * STREAM_BYTES - 33));
+    k_stream2 = reverse32(xpow_mod(8 * 2 * STREAM_BYTES - 33));
+}
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* One register: 32 bytes a step, then 8, then 1. */
+static inline uint32_t crc_serial(uint8_t *dst, const uint8_t *src, size_t n, uint32_t c, int copy)
+    CRC_TARGET ALWAYS_INLINE;
+static inline uint32_t crc_serial(uint8_t *dst, const uint8_t *src, size_t n, uint32_t c, int copy) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint64_t w0 = load64(src + i), w1 = load64(src + i + 8), w2 = load64(src + i + 16),
+                 w3 = load64(src + i + 24);
+        if (copy) {
+            memcpy(dst + i, &w0, 8);
+            memcpy(dst + i + 8, &w1, 8);
+            memcpy(dst + i + 16, &w2, 8);
+            memcpy(dst + i + 24, &w3, 8);
+        }
+        c = __crc32cd(c, w0);
+        c = __crc32cd(c, w1);
+        c = __crc32cd(c, w2);
+        c = __crc32cd(c, w3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = load64(src + i);
+        if (copy) memcpy(dst + i, &w, 8);
+        c = __crc32cd(c, w);
+    }
+    for (; i < n; i++) {
+        if (copy) dst[i] = src[i];
+        c = __crc32cb(c, src[i]);
+    }
+    return c;
+}
+
+static inline uint32_t shift_crc(uint32_t c, uint64_t k) PMULL_TARGET ALWAYS_INLINE;
+static inline uint32_t shift_crc(uint32_t c, uint64_t k) {
+    poly128_t p = vmull_p64((poly64_t)c, (poly64_t)k);
+    return __crc32cd(0, vgetq_lane_u64(vreinterpretq_u64_p128(p), 0));
+}
+
+/* Three streams of each 3 KiB block, joined; the bytes past the last block serially. */
+static inline uint32_t crc_streams(uint8_t *dst, const uint8_t *src, size_t n, uint32_t c, int copy)
+    PMULL_TARGET ALWAYS_INLINE;
+static inline uint32_t crc_streams(uint8_t *dst, const uint8_t *src, size_t n, uint32_t c, int copy) {
+    const size_t s = STREAM_BYTES;
+    size_t i = 0;
+    for (; i + 3 * s <= n; i += 3 * s) {
+        const uint8_t *a = src + i, *b = a + s, *e = b + s;
+        uint32_t c0 = c, c1 = 0, c2 = 0;
+        for (size_t j = 0; j < s; j += 16) {
+            uint64_t a0 = load64(a + j), a1 = load64(a + j + 8), b0 = load64(b + j), b1 = load64(b + j + 8),
+                     e0 = load64(e + j), e1 = load64(e + j + 8);
+            if (copy) {
+                uint8_t *q = dst + i + j;
+                memcpy(q, &a0, 8);
+                memcpy(q + 8, &a1, 8);
+                memcpy(q + s, &b0, 8);
+                memcpy(q + s + 8, &b1, 8);
+                memcpy(q + 2 * s, &e0, 8);
+                memcpy(q + 2 * s + 8, &e1, 8);
+            }
+            c0 = __crc32cd(c0, a0);
+            c1 = __crc32cd(c1, b0);
+            c2 = __crc32cd(c2, e0);
+            c0 = __crc32cd(c0, a1);
+            c1 = __crc32cd(c1, b1);
+            c2 = __crc32cd(c2, e1);
+        }
+        c = shift_crc(c0, k_stream2) ^ shift_crc(c1, k_stream1) ^ c2;
+    }
+    return crc_serial(copy ? dst + i : NULL, src + i, n - i, c, copy);
+}
+
+FOLD_ENTRIES(streams, crc_streams, PMULL_TARGET)
+FOLD_ENTRIES(serial, crc_serial, CRC_TARGET)
+
+/* 2 (CRC32 and PMULL), 1 (CRC32), 0 (neither). Every Apple arm64 CPU has both. */
+static int cpu_level(void) {
+#if defined(__linux__)
+    unsigned long hw = getauxval(AT_HWCAP);
+    if (!(hw & HWCAP_CRC32)) return 0;
+    return hw & HWCAP_PMULL ? 2 : 1;
+#else
+    return 2;
+#endif
+}
+
+static const char *const level_names[] = {"", "armv8-crc32", "armv8-crc32-pmull"};
+#define LEVEL2_COPY streams_copy
+#define LEVEL2_ONLY streams_only
+#define LEVEL1_COPY serial_copy
+#define LEVEL1_ONLY serial_only
+#endif /* FOLD_ARM64 */
+
+#if !HAVE_FOLD
+static const char *const level_names[] = {""};
 #endif
 
 static int level, cpu_max_level; /* the fold in use (set_level may lower it), this CPU's best */
-static const char *const level_names[] = {"", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"};
 #define available (level > 0)
 
 #if HAVE_FOLD
+static void fold_init(void) {
+    fold_constants();
+    level = cpu_max_level = cpu_level();
+}
+
 static uint32_t copy_fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
-    return level == 2 ? fold_copy(dst, src, n, reg) : sse_copy(dst, src, n, reg);
+    return level == 2 ? LEVEL2_COPY(dst, src, n, reg) : LEVEL1_COPY(dst, src, n, reg);
 }
 
 static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
-    return level == 2 ? fold_only(src, n, reg) : sse_only(src, n, reg);
+    return level == 2 ? LEVEL2_ONLY(src, n, reg) : LEVEL1_ONLY(src, n, reg);
 }
 #endif
 
+#ifndef COPYCRC_FOLD_ONLY
 /* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLongMask
  * after a type check (an address, a length, a register). */
 static int unsigned_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name,
@@ -354,7 +532,8 @@ static PyObject *crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(set_level_doc,
              "set_level(n) -> name\n\n"
-             "Use the fold of level n (1: SSE4.2 and PCLMULQDQ, 2: AVX2 and VPCLMULQDQ) from\n"
+             "Use the fold of level n (x86-64: 1 SSE4.2 and PCLMULQDQ, 2 AVX2 and VPCLMULQDQ;\n"
+             "arm64: 1 CRC32 in one stream, 2 CRC32 in three streams joined with PMULL) from\n"
              "now on, n at most this CPU's (MAX_LEVEL); returns its name. For tests and\n"
              "benchmarks, which compare the levels on one CPU: not thread-safe.");
 
@@ -378,18 +557,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_copycrc",
-    "A copy and its CRC-32C in one pass (AVX2 and VPCLMULQDQ); see AVAILABLE.", -1, methods,
+    "A copy and its CRC-32C in one pass; see AVAILABLE and LEVEL.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__copycrc(void) {
 #if HAVE_FOLD
-    k_step[0] = fold_const(1024 + 32);
-    k_step[1] = fold_const(1024 - 32);
-    k_acc[0] = fold_const(256 + 32);
-    k_acc[1] = fold_const(256 - 32);
-    k_lane[0] = fold_const(128 + 32);
-    k_lane[1] = fold_const(128 - 32);
-    level = cpu_max_level = cpu_level();
+    fold_init();
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -401,3 +574,4 @@ PyMODINIT_FUNC PyInit__copycrc(void) {
     }
     return m;
 }
+#endif /* COPYCRC_FOLD_ONLY */

@@ -23,7 +23,8 @@ concatenation of the same slice of several arrays (image, boxes, mask, record,
 extras).
 
 Besides these, the package's one compiled part, ``_copycrc`` (built by pip where a C
-compiler is; used where the CPU has PCLMULQDQ and SSE4.2), copies a row and computes its
+compiler is; used where the CPU has PCLMULQDQ and SSE4.2, or on arm64 the CRC32
+instructions), copies a row and computes its
 CRC in one pass (:data:`COPY_CRC`, :func:`copy_row_function`; compact samples:
 ``_compact.copy_checker``): read_batch's first reads from a shard's mapping, which
 otherwise copy and then compute the CRC of the copy.
