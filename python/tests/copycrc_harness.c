@@ -6,10 +6,11 @@
  *   copycrc_harness LEVEL FILE < cases
  *
  * prints "max MAX_LEVEL NAME" (exit 3 after it when LEVEL is above MAX_LEVEL), then for
- * each case line "OFFSET LENGTH REGISTER DSTSHIFT" (decimal) of FILE's bytes: "COPY ONLY",
- * the registers after them from copy_fold (copying them to a buffer DSTSHIFT bytes past
- * a 64-byte aligned address) and only_fold. A copy that differs from the source, or a
- * byte written outside it, exits 1 with a message. */
+ * each case line "OFFSET LENGTH REGISTER DSTSHIFT" (decimal) of FILE's bytes: "COPY
+ * STREAM ONLY", the registers after them from copy_fold (copying them to a buffer
+ * DSTSHIFT bytes past a 64-byte aligned address), from copy_fold with cache-bypassing
+ * stores, and from only_fold. A copy that differs from the source, or a byte written
+ * outside it, exits 1 with a message. */
 #define COPYCRC_FOLD_ONLY
 #include "../warehouse_etl/_copycrc.c"
 
@@ -18,6 +19,30 @@
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
+
+#if HAVE_FOLD
+/* copy_fold of src[0:n] from reg into a buffer shift bytes past a 64-byte aligned
+ * address, its register in *out; 1 (with a message) when the copy differs from src or a
+ * byte around it was written. */
+static int copy_case(const uint8_t *src, size_t n, uint32_t reg, size_t shift, int stream, uint32_t *out) {
+    size_t len = GUARD + n + GUARD;
+    uint8_t *buf = aligned_alloc(64, (len + 63) / 64 * 64);
+    if (buf == NULL) return 1;
+    memset(buf, GUARD_BYTE, len);
+    uint8_t *dst = buf + GUARD + shift;
+    *out = copy_fold(dst, src, n, reg, stream);
+    int bad = memcmp(dst, src, n) != 0;
+    if (bad) fprintf(stderr, "the copy differs from the source: ");
+    for (size_t i = 0; i < len && !bad; i++) {
+        if ((buf + i < dst || buf + i >= dst + n) && buf[i] != GUARD_BYTE) {
+            fprintf(stderr, "byte %td from the copy's start written: ", buf + i - dst);
+            bad = 1;
+        }
+    }
+    free(buf);
+    return bad;
+}
+#endif
 
 int main(int argc, char **argv) {
 #if !HAVE_FOLD
@@ -56,25 +81,14 @@ int main(int argc, char **argv) {
             fprintf(stderr, "case %llu %llu %llu %llu: out of range\n", off, n, reg, shift);
             return 2;
         }
-        size_t len = GUARD + (size_t)n + GUARD;
-        uint8_t *buf = aligned_alloc(64, (len + 63) / 64 * 64);
-        if (buf == NULL) return 2;
-        memset(buf, GUARD_BYTE, len);
-        uint8_t *dst = buf + GUARD + shift;
-        uint32_t copied = copy_fold(dst, data + off, (size_t)n, (uint32_t)reg);
-        uint32_t only = only_fold(data + off, (size_t)n, (uint32_t)reg);
-        if (memcmp(dst, data + off, (size_t)n) != 0) {
-            fprintf(stderr, "case %llu %llu: the copy differs from the source\n", off, n);
-            return 1;
-        }
-        for (size_t i = 0; i < len; i++) {
-            if ((buf + i < dst || buf + i >= dst + n) && buf[i] != GUARD_BYTE) {
-                fprintf(stderr, "case %llu %llu: byte %td from the copy's start written\n", off, n, buf + i - dst);
+        uint32_t copied[2];
+        for (int stream = 0; stream < 2; stream++) {
+            if (copy_case(data + off, (size_t)n, (uint32_t)reg, (size_t)shift, stream, &copied[stream]) != 0) {
+                fprintf(stderr, "case %llu %llu %llu %llu, stream %d\n", off, n, reg, shift, stream);
                 return 1;
             }
         }
-        free(buf);
-        printf("%u %u\n", copied, only);
+        printf("%u %u %u\n", copied[0], copied[1], only_fold(data + off, (size_t)n, (uint32_t)reg));
     }
     return 0;
 #endif

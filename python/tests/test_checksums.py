@@ -162,19 +162,25 @@ class CopyCRC(unittest.TestCase):
         self.assertEqual(_copycrc.AVAILABLE, want > 0)
         self.assertEqual(_crc32c.COPY_CRC is not None, want > 0)
 
-    def levels(self, m):
-        """The fold levels this CPU runs (for set_level), the best restored after the test."""
+    def modes(self, m):
+        """Each fold level this CPU runs (set_level), each with copies stored through the
+        caches and past them (set_stream_bytes: 0, every copy); yields the mode's name, the
+        defaults restored after the test."""
         self.addCleanup(m.set_level, m.MAX_LEVEL)
-        return range(1, m.MAX_LEVEL + 1)
+        self.addCleanup(m.set_stream_bytes, m.set_stream_bytes(1 << 62))
+        for level in range(1, m.MAX_LEVEL + 1):
+            for stream in (1 << 62, 0):
+                m.set_stream_bytes(stream)
+                yield m.set_level(level) + (", streaming stores" if stream == 0 else "")
 
     def test_lengths_offsets_and_registers(self):
         """Every length up to 700 and around the vector loop's steps and the GIL's
         threshold, from and to unaligned addresses, continued from another register: the
         bytes copied exactly, nothing around them touched, the CRC the definition's; at
-        every fold level."""
+        every fold level, storing through the caches and past them."""
         m = need_copycrc(self)
-        for level in self.levels(m):
-            with self.subTest(level=m.set_level(level)):
+        for mode in self.modes(m):
+            with self.subTest(mode=mode):
                 self.lengths_offsets_and_registers(m)
 
     def lengths_offsets_and_registers(self, m):
@@ -204,11 +210,11 @@ class CopyCRC(unittest.TestCase):
     def test_blocks(self):
         """count blocks of n bytes, contiguous at src, each to its own place (stride): the
         bytes in place, the gaps untouched, the CRC of the contiguous source; at every fold
-        level."""
+        level, storing through the caches and past them."""
         m = need_copycrc(self)
         rng = np.random.default_rng(13)
-        for level in self.levels(m):
-            with self.subTest(level=m.set_level(level)):
+        for mode in self.modes(m):
+            with self.subTest(mode=mode):
                 for n, count, stride in ((0, 3, 5), (1, 3, 4), (300, 3, 1000), (41 * 40, 3, 41 * 97), (30000, 3, 30000)):
                     src = rng.integers(0, 256, size=n * count, dtype=np.uint8)
                     dst = np.full(stride * count + 7, 0x5A, dtype=np.uint8)
@@ -237,6 +243,10 @@ class CopyCRC(unittest.TestCase):
         for level in (0, m.MAX_LEVEL + 1):
             with self.assertRaises(ValueError):
                 m.set_level(level)
+        with self.assertRaises(TypeError):
+            m.set_stream_bytes(1.0)
+        with self.assertRaises(OverflowError):
+            m.set_stream_bytes(-1)
 
     def test_row_function(self):
         """copy_row_function: a row's image copied from an address and the CRC of the whole

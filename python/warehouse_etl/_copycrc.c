@@ -145,6 +145,23 @@ static inline uint32_t after_steps(__m128i rem, uint8_t *dst, const uint8_t *src
     return tail(copy ? dst + i : NULL, src + i, n - i, c, copy);
 }
 
+/* name_stream: a copy whose stores bypass the caches (MOVNTDQ), for large copies
+ * (stream_bytes): the bytes up to dst's next 32-byte boundary through tail, the rest
+ * through inner with copy 2, then SFENCE. A regular store first reads the line it
+ * writes into the cache (read for ownership): copying a sample into a batch of many
+ * megabytes, the stores that skip it move a third fewer bytes to and from memory, and
+ * leave the caches to what is read next. */
+#define STREAM_ENTRY(name, inner, target)                                                  \
+    static uint32_t name##_stream(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) target; \
+    static uint32_t name##_stream(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {       \
+        size_t h = (size_t)(-(uintptr_t)dst & 31);                                         \
+        if (n < h + 256) return inner(dst, src, n, reg, 1);                                \
+        reg = tail(dst, src, h, reg, 1);                                                   \
+        reg = inner(dst + h, src + h, n - h, reg, 2);                                      \
+        _mm_sfence();                                                                      \
+        return reg;                                                                        \
+    }
+
 #define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
 #define FOLD256(x, k) \
     _mm256_xor_si256(_mm256_clmulepi64_epi128((x), (k), 0x00), _mm256_clmulepi64_epi128((x), (k), 0x11))
@@ -152,8 +169,14 @@ static inline uint32_t after_steps(__m128i rem, uint8_t *dst, const uint8_t *src
  * and a loop slowed by its multiplications keeps fewer loads in flight. */
 #define PREFETCH_BYTES 2048
 
-/* The register after src[0:n] from reg; when dst is not NULL the bytes are
- * copied there too. */
+/* copy 2: stores that bypass the caches (MOVNTDQ) to a 32-byte aligned dst (see
+ * STREAM_ENTRY). */
+#define STORE256(p, v) \
+    (copy == 2 ? _mm256_stream_si256((__m256i *)(p), (v)) : _mm256_storeu_si256((__m256i *)(p), (v)))
+#define STORE128(p, v) (copy == 2 ? _mm_stream_si128((__m128i *)(p), (v)) : _mm_storeu_si128((__m128i *)(p), (v)))
+
+/* The register after src[0:n] from reg; with copy (1, or 2 for cache-bypassing stores)
+ * the bytes are copied to dst too. */
 static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) FOLD_TARGET ALWAYS_INLINE;
 static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int copy) {
     if (n < 256) return tail(dst, src, n, reg, copy);
@@ -164,10 +187,10 @@ static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t
     __m256i x2 = _mm256_loadu_si256((const __m256i *)(src + 64));
     __m256i x3 = _mm256_loadu_si256((const __m256i *)(src + 96));
     if (copy) {
-        _mm256_storeu_si256((__m256i *)dst, x0);
-        _mm256_storeu_si256((__m256i *)(dst + 32), x1);
-        _mm256_storeu_si256((__m256i *)(dst + 64), x2);
-        _mm256_storeu_si256((__m256i *)(dst + 96), x3);
+        STORE256(dst, x0);
+        STORE256(dst + 32, x1);
+        STORE256(dst + 64, x2);
+        STORE256(dst + 96, x3);
     }
     /* The register enters as the first 4 bytes' xor. */
     x0 = _mm256_xor_si256(x0, _mm256_set_epi64x(0, 0, 0, (long long)reg));
@@ -180,10 +203,10 @@ static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t
         __m256i y2 = _mm256_loadu_si256((const __m256i *)(src + i + 64));
         __m256i y3 = _mm256_loadu_si256((const __m256i *)(src + i + 96));
         if (copy) {
-            _mm256_storeu_si256((__m256i *)(dst + i), y0);
-            _mm256_storeu_si256((__m256i *)(dst + i + 32), y1);
-            _mm256_storeu_si256((__m256i *)(dst + i + 64), y2);
-            _mm256_storeu_si256((__m256i *)(dst + i + 96), y3);
+            STORE256(dst + i, y0);
+            STORE256(dst + i + 32, y1);
+            STORE256(dst + i + 64, y2);
+            STORE256(dst + i + 96, y3);
         }
         x0 = _mm256_xor_si256(FOLD256(x0, step), y0);
         x1 = _mm256_xor_si256(FOLD256(x1, step), y1);
@@ -203,6 +226,7 @@ static inline uint32_t fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t
 }
 
 FOLD_ENTRIES(fold, fold, FOLD_TARGET)
+STREAM_ENTRY(fold, fold, FOLD_TARGET)
 
 /* The same fold on 128-bit registers (PCLMULQDQ and SSE4.2: every x86-64 CPU since
  * Intel Westmere and AMD Bulldozer): eight accumulators, 128 bytes a step, each lane
@@ -213,11 +237,11 @@ FOLD_ENTRIES(fold, fold, FOLD_TARGET)
  * registers: one lane j of a step reads 16 bytes at p + 16j (copying them to q + 16j). */
 #define SSE_LOAD(j, p, q)                                         \
     x##j = _mm_loadu_si128((const __m128i *)((p) + 16 * j));      \
-    if (copy) _mm_storeu_si128((__m128i *)((q) + 16 * j), x##j)
+    if (copy) STORE128((q) + 16 * j, x##j)
 #define SSE_LANE(j, p, q)                                                  \
     do {                                                                   \
         __m128i y_ = _mm_loadu_si128((const __m128i *)((p) + 16 * j));     \
-        if (copy) _mm_storeu_si128((__m128i *)((q) + 16 * j), y_);         \
+        if (copy) STORE128((q) + 16 * j, y_);                              \
         x##j = _mm_xor_si128(FOLD128(x##j, step), y_);                      \
     } while (0)
 #define SSE_FIRST(p, q)                                                                    \
@@ -257,6 +281,7 @@ static inline uint32_t fold_sse(uint8_t *dst, const uint8_t *src, size_t n, uint
 }
 
 FOLD_ENTRIES(sse, fold_sse, SSE_TARGET)
+STREAM_ENTRY(sse, fold_sse, SSE_TARGET)
 
 /* The widest fold this CPU runs: 2 (AVX2 and VPCLMULQDQ), 1 (PCLMULQDQ and SSE4.2),
  * 0 (neither). */
@@ -277,8 +302,10 @@ static void fold_constants(void) {
 
 static const char *const level_names[] = {"", "sse4.2-pclmulqdq", "avx2-vpclmulqdq"};
 #define LEVEL2_COPY fold_copy
+#define LEVEL2_STREAM fold_stream
 #define LEVEL2_ONLY fold_only
 #define LEVEL1_COPY sse_copy
+#define LEVEL1_STREAM sse_stream
 #define LEVEL1_ONLY sse_only
 #endif /* FOLD_X86 */
 
@@ -413,9 +440,13 @@ static int cpu_level(void) {
 }
 
 static const char *const level_names[] = {"", "armv8-crc32", "armv8-crc32-pmull"};
+/* No cache-bypassing stores here (STNP is only a hint, and untimed on arm64): streaming
+ * copies store as the others. */
 #define LEVEL2_COPY streams_copy
+#define LEVEL2_STREAM streams_copy
 #define LEVEL2_ONLY streams_only
 #define LEVEL1_COPY serial_copy
+#define LEVEL1_STREAM serial_copy
 #define LEVEL1_ONLY serial_only
 #endif /* FOLD_ARM64 */
 
@@ -432,7 +463,9 @@ static void fold_init(void) {
     level = cpu_max_level = cpu_level();
 }
 
-static uint32_t copy_fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg) {
+/* stream: the cache-bypassing stores (the call copies stream_bytes or more). */
+static uint32_t copy_fold(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int stream) {
+    if (stream) return level == 2 ? LEVEL2_STREAM(dst, src, n, reg) : LEVEL1_STREAM(dst, src, n, reg);
     return level == 2 ? LEVEL2_COPY(dst, src, n, reg) : LEVEL1_COPY(dst, src, n, reg);
 }
 
@@ -442,6 +475,11 @@ static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
 #endif
 
 #ifndef COPYCRC_FOLD_ONLY
+/* Calls that copy this many bytes or more store past the caches (STREAM_ENTRY; x86-64):
+ * a destination that large (read_batch's batches are megabytes) is not read back from
+ * the caches anyway. set_stream_bytes changes it, for tests and benchmarks. */
+static size_t stream_bytes = 256 << 10;
+
 /* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLongMask
  * after a type check (an address, a length, a register). */
 static int unsigned_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name,
@@ -499,11 +537,12 @@ static PyObject *copy_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_OverflowError, "copy_crc32c: count * n overflows");
         return NULL;
     }
+    int stream = n * count >= stream_bytes;
     if (n * count >= RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg);
+        Py_BEGIN_ALLOW_THREADS for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg, stream);
         Py_END_ALLOW_THREADS
     } else {
-        for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg);
+        for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg, stream);
     }
 #endif
     return PyLong_FromUnsignedLong(reg);
@@ -548,7 +587,23 @@ static PyObject *set_level(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyUnicode_FromString(level_names[level]);
 }
 
+PyDoc_STRVAR(set_stream_bytes_doc,
+             "set_stream_bytes(n) -> previous n\n\n"
+             "copy_crc32c calls that copy n bytes or more (256 KiB unless changed) store past\n"
+             "the caches (MOVNTDQ, x86-64): a destination that large is not read back from\n"
+             "them, and the stores skip reading each line first. For tests and benchmarks:\n"
+             "not thread-safe.");
+
+static PyObject *set_stream_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    unsigned long long a[1];
+    if (unsigned_args(args, nargs, 1, "set_stream_bytes", a) < 0) return NULL;
+    size_t before = stream_bytes;
+    stream_bytes = a[0] > (unsigned long long)SIZE_MAX ? SIZE_MAX : (size_t)a[0];
+    return PyLong_FromSize_t(before);
+}
+
 static PyMethodDef methods[] = {
+    {"set_stream_bytes", (PyCFunction)(void (*)(void))set_stream_bytes, METH_FASTCALL, set_stream_bytes_doc},
     {"set_level", (PyCFunction)(void (*)(void))set_level, METH_FASTCALL, set_level_doc},
     {"copy_crc32c", (PyCFunction)(void (*)(void))copy_crc32c, METH_FASTCALL, copy_crc32c_doc},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL, crc32c_doc},

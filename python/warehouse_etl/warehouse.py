@@ -664,20 +664,21 @@ class Warehouse:
         mv = memoryview(out["images"]).cast("B") if img else None
         flat = out["images"].reshape(out["images"].shape[0], -1).view(np.uint8) if img else None
         row_bytes = max(img, 1)
-        # The CRC of a copied row of a plain shard, the arrays' layout worked out once
-        # (Python per row holds the GIL, which the copy threads share); per compact shard,
-        # of a sample from its mapping and the copied small rows.
-        row_crc = _crc32c.row_function(checked) if any_need and not l.compact else None
-        # ... or, where the package's compiled part runs here, the copy of a plain row to
-        # check and its CRC in one pass (_crc32c.copy_row_function).
+        # Where the package's compiled part runs here, the copy of a plain row to check and
+        # its CRC in one pass (_crc32c.copy_row_function) ...
         copy_crc = _crc32c.copy_row_function(checked) if any_need and not l.compact else None
+        # ... else (or for rows read with preadv) the CRC of a copied row of a plain shard,
+        # the arrays' layout worked out once, on first use (Python per row holds the GIL,
+        # which the copy threads share); per compact shard, of a sample from its mapping
+        # and the copied small rows.
+        row_crc = None
         compact_crc = {}  # shard index: _compact.row_crc_function of its mapping
         # The small rows a compact sample's one-pass check continues over (_compact.copy_checker).
         small_parts = _crc32c.row_parts(checked[1:]) if any_need and l.compact and _crc32c.COPY_CRC else None
         need_l = need.tolist()
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
-            check = any_need and bool(need[r0:r1].any())
+            check = any_need and any(need_l[r0:r1])
             step = r1 - r0
             if check:
                 step = max(1, _VERIFY_PIECE_BYTES // row_bytes)
@@ -688,6 +689,7 @@ class Warehouse:
         def copy(todo):
             """Copy pieces ``todo`` and compute the CRCs of their rows to check: returns
             (cold runs, [(sorted position, crc)])."""
+            nonlocal row_crc
             cold, crcs = 0, []
             for r0, p0, p1, check in todo:
                 sh = self._shards[ss_l[r0]]
@@ -734,6 +736,8 @@ class Warehouse:
                 if not check or fused:
                     continue
                 if not compact:
+                    if row_crc is None:  # two copy threads may both make it: the same function
+                        row_crc = _crc32c.row_function(checked)
                     crcs += [(p, row_crc(rows_l[p])) for p in range(p0, p1) if need_l[p]]
                 elif raw is not None:  # the stored regions just copied: in cache
                     k = ss_l[r0]
@@ -765,19 +769,26 @@ class Warehouse:
             self.cold_runs += cold
             found += crcs
         first_bad = None  # (row, error): the first mismatch in row order
-        if found:  # compared per shard (sorted positions run shard by shard)
+        if found:  # compared with the shards' tables (sorted positions run shard by shard)
             found.sort()
             pos = np.array([p for p, _ in found], dtype=np.int64)
             got = np.array([c for _, c in found], dtype=np.uint32)
-            kk = ss[pos]
+            kk, lp = ss[pos], ll[pos]
             cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [pos.shape[0]]
-            for a, e in zip(cuts[:-1], cuts[1:]):
-                k = int(kk[a])
-                bad = self._compare(self._shards[k], k, ll[pos[a:e]], got[a:e])
-                if bad is not None:
-                    r = int(rows[pos[a + bad[0]]])
-                    if first_bad is None or r < first_bad[0]:
-                        first_bad = (r, bad[1])
+            segs = [(int(kk[a]), a, e) for a, e in zip(cuts[:-1], cuts[1:])]
+            want = np.concatenate([self._shards[k].crcs[lp[a:e]] for k, a, e in segs])
+            if np.array_equal(got, want):  # as a rule: each shard's samples marked, one count
+                for k, a, e in segs:
+                    self._shards[k].verified[lp[a:e]] = True
+                with self._count_lock:
+                    self.samples_verified += got.shape[0]
+            else:
+                for k, a, e in segs:
+                    bad = self._compare(self._shards[k], k, lp[a:e], got[a:e])
+                    if bad is not None:
+                        r = int(rows[pos[a + bad[0]]])
+                        if first_bad is None or r < first_bad[0]:
+                            first_bad = (r, bad[1])
         if first_bad is not None:
             raise first_bad[1]
         rec = out["records"]
