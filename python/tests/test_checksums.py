@@ -225,6 +225,22 @@ class CopyCRC(unittest.TestCase):
                         want[7 + k * stride:7 + k * stride + n] = src[k * n:(k + 1) * n]
                     self.assertTrue(np.array_equal(dst, want), (n, count, stride))
 
+    def test_rows(self):
+        """crc32c_rows: row r of each (address, row bytes) part in turn, continued from a
+        register, as the CRC of their concatenation; empty parts and no parts."""
+        m = need_copycrc(self)
+        rng = np.random.default_rng(14)
+        arrays = [rng.integers(0, 256, size=(5, n), dtype=np.uint8) for n in (16, 0, 4, 96, 300)]
+        parts = tuple((a.ctypes.data, a.shape[1]) for a in arrays)
+        for mode in self.modes(m):
+            with self.subTest(mode=mode):
+                for r in range(5):
+                    head = m.crc32c(arrays[4].ctypes.data, 7, 0xFFFFFFFF)
+                    want = _crc32c.crc32c(bytes(arrays[4][0, :7]) + b"".join(bytes(a[r]) for a in arrays),
+                                          backend="numpy")
+                    self.assertEqual(m.crc32c_rows(parts, r, head) ^ 0xFFFFFFFF, want, r)
+                self.assertEqual(m.crc32c_rows((), 3, 0x1234), 0x1234)
+
     def test_bad_arguments(self):
         m = need_copycrc(self)
         a = np.zeros(8, dtype=np.uint8)
@@ -243,6 +259,12 @@ class CopyCRC(unittest.TestCase):
         for level in (0, m.MAX_LEVEL + 1):
             with self.assertRaises(ValueError):
                 m.set_level(level)
+        p = a.ctypes.data
+        for args, err in ((([p, 8],), TypeError), (((p, 8), 0), TypeError), ((((p, 8, 1),), 0, 0), TypeError),
+                          ((((p, 8.0),), 0, 0), TypeError), ((((p, 8),), 0, 1 << 32), ValueError),
+                          ((((p, 1),) * 17, 0, 0), ValueError), ((((p, 8),), 1 << 62, 0), OverflowError)):
+            with self.subTest(crc32c_rows=args), self.assertRaises(err):
+                m.crc32c_rows(*args)
         with self.assertRaises(TypeError):
             m.set_stream_bytes(1.0)
         with self.assertRaises(OverflowError):

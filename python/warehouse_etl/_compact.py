@@ -309,7 +309,7 @@ def copy_checker(raw, sections, layout):
         return None
     pad = sections["pad"]
     c, width, plane = layout.channels, layout.width, layout.width * layout.height
-    copy, crc = m.copy_crc32c, m.crc32c
+    copy, crc, rows = m.copy_crc32c, m.crc32c, m.crc32c_rows
     ebase, esize, base, ibytes = entries.ctypes.data, ENTRY.itemsize, raw.ctypes.data, c * plane
     offs, ys, ws, hs = (table[f].astype(np.int64).tolist() for f in ("offset", "y", "w", "h"))
 
@@ -327,9 +327,7 @@ def copy_checker(raw, sections, layout):
             restore(images[r], raw[off:off + c * n], table[j], pad)
             if n:
                 reg = crc(base + off, c * n, reg)
-        for b, size in small:
-            reg = crc(b + r * size, size, reg)
-        return reg ^ 0xFFFFFFFF
+        return rows(small, r, reg) ^ 0xFFFFFFFF
     return f
 
 

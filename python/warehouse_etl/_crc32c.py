@@ -253,7 +253,8 @@ def _copycrc():
         check = np.frombuffer(b"123456789", dtype=np.uint8)
         p = check.ctypes.data
         if m.crc32c(p, 9, 0xFFFFFFFF) ^ 0xFFFFFFFF != CHECK or \
-                m.crc32c(p + 4, 5, m.crc32c(p, 4, 0xFFFFFFFF)) ^ 0xFFFFFFFF != CHECK:
+                m.crc32c(p + 4, 5, m.crc32c(p, 4, 0xFFFFFFFF)) ^ 0xFFFFFFFF != CHECK or \
+                m.crc32c_rows(((p - 2, 2), (p - 5, 7)), 1, 0xFFFFFFFF) ^ 0xFFFFFFFF != CHECK:
             return None
         src = ((np.arange(1000) * 7 + 3) & 255).astype(np.uint8)
         dst = np.zeros(1003, dtype=np.uint8)
@@ -428,21 +429,19 @@ def copy_row_function(arrays):
         return None
     mats = _byte_rows(arrays)
     first, n0 = mats[0].ctypes.data, mats[0].shape[1]
-    rest = [(a.ctypes.data, a.shape[1]) for a in mats[1:] if a.shape[1]]
-    copy, crc = m.copy_crc32c, m.crc32c
+    rest = row_parts(mats[1:])
+    copy, rows = m.copy_crc32c, m.crc32c_rows
 
     def row(r, src):
-        reg = copy(first + r * n0, src, n0, 0xFFFFFFFF)
-        for base, n in rest:
-            reg = crc(base + r * n, n, reg)
-        return reg ^ 0xFFFFFFFF
+        return rows(rest, r, copy(first + r * n0, src, n0, 0xFFFFFFFF)) ^ 0xFFFFFFFF
     return row
 
 
 def row_parts(arrays):
     """(address, row bytes) of each array with bytes in its rows (C-contiguous, rows along
-    axis 0): what the compiled copy-and-check continues a row's CRC over."""
-    return [(a.ctypes.data, a.shape[1]) for a in _byte_rows(arrays) if a.shape[1]]
+    axis 0), a tuple: what the compiled copy-and-check continues a row's CRC over
+    (``COPY_CRC.crc32c_rows``)."""
+    return tuple((a.ctypes.data, a.shape[1]) for a in _byte_rows(arrays) if a.shape[1])
 
 
 def _byte_rows(arrays):
