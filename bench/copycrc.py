@@ -2,10 +2,13 @@
 """A first read's copy and its CRC-32C, per sample: numpy's copy alone, the copy then
 ISA-L's CRC of it (the two passes), warehouse_etl._copycrc's one pass (and its level 1,
 one-pass-level1, where the CPU runs level 2: the 128-bit fold on x86-64, one CRC32 stream on
-arm64), and os.preadv alone. Each way reads the images of one shard of a plain warehouse
-through a fresh mapping
-(the page cache warm: the first touch of the mapping's pages, as a process's first epoch
-pays it), then once more through the same mapping (faulted in). Each way runs in its own
+arm64; one-pass-cached: the one pass with plain stores, where copies of 256 KiB or more
+store past the caches by default), and os.preadv alone. Each way reads the images of one
+shard of a plain warehouse through a fresh mapping (the page cache warm: the first touch of
+the mapping's pages, as a process's first epoch pays it), then once more through the same
+mapping (faulted in), sample i into row i % 32 of a batch, as read_batch fills one (a
+single 443 KB destination would stay in the caches and hide what a store costs that
+reads its line first). Each way runs in its own
 process, the ways alternated ROUNDS times over the warehouse's shards; prints microseconds
 per sample, medians. Needs the package with its compiled part on PYTHONPATH and ISA-L:
 
@@ -20,7 +23,8 @@ import subprocess
 import sys
 import time
 
-WAYS = ("copy", "copy+isal", "one-pass", "one-pass-level1", "preadv")
+WAYS = ("copy", "copy+isal", "one-pass", "one-pass-cached", "one-pass-level1", "preadv")
+BATCH = 32
 
 
 def one(way, version_dir, k):
@@ -36,16 +40,19 @@ def one(way, version_dir, k):
     fd = os.open(sh.path, os.O_RDONLY)
     raw = np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), dtype=np.uint8)
     base = raw.ctypes.data
-    dst = np.ones(img, dtype=np.uint8)
-    d = dst.ctypes.data
+    batch = np.ones((BATCH, img), dtype=np.uint8)
+    b0 = batch.ctypes.data
     isal, fused = _crc32c.isal_raw(img), _crc32c.COPY_CRC.copy_crc32c
     if way == "one-pass-level1":
         _crc32c.COPY_CRC.set_level(1)
+    if way == "one-pass-cached":
+        _crc32c.COPY_CRC.set_stream_bytes(1 << 62)
 
     def run():
         t = time.perf_counter()
         for i in range(n):
             o = off + i * img
+            dst, d = batch[i % BATCH], b0 + i % BATCH * img
             if way == "copy":
                 np.copyto(dst, raw[o:o + img])
             elif way == "copy+isal":
@@ -84,7 +91,7 @@ def main():
     for w in ways:
         first = statistics.median(x["first"] for x in res[w])
         again = statistics.median(x["again"] for x in res[w])
-        print(f"{w:10s} first touch {first:6.1f} us/sample ({copy / first:.2f}x the copy's rate)  "
+        print(f"{w:15s} first touch {first:6.1f} us/sample ({copy / first:.2f}x the copy's rate)  "
               f"mapped {again:6.1f} us  firsts {[round(x['first'], 1) for x in res[w]]}")
 
 
