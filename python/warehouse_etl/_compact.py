@@ -291,9 +291,10 @@ def row_crc_function(raw, sections, layout, arrays):
 
 def copy_checker(raw, sections, layout):
     """copy_run and row_crc_function of one sample in one, for read_batch's copy threads
-    where _crc32c.COPY_CRC is there (else None): ``f(j, r, images, small)`` copies sample
-    j of a compact shard (``raw``: its mapping as uint8) into row r of ``images`` (the
-    batch's C-contiguous uint8 images), the pad around its region, and returns its
+    where _crc32c.COPY_CRC is there (else None): ``f(j, r, images, base, small)`` copies
+    sample j of a compact shard (``raw``: its mapping as uint8) into row r of ``images``
+    (the batch's C-contiguous uint8 images, at address ``base``: looked up once a batch,
+    about 1 us a sample otherwise), the pad around its region, and returns its
     CRC-32C as the checksum table defines it: the table entry, the region as stored, then
     row r of the small arrays (``small``: (address, row bytes) of boxes, mask, records,
     extras as handed out, :func:`_crc32c.row_parts`). A region as wide as the image (one
@@ -313,13 +314,13 @@ def copy_checker(raw, sections, layout):
     ebase, esize, base, ibytes = entries.ctypes.data, ENTRY.itemsize, raw.ctypes.data, c * plane
     offs, ys, ws, hs = (table[f].astype(np.int64).tolist() for f in ("offset", "y", "w", "h"))
 
-    def f(j, r, images, small):
+    def f(j, r, images, ibase, small):
         reg = crc(ebase + j * esize, esize, 0xFFFFFFFF)
         w, h = ws[j], hs[j]
         n = w * h
         if w == width and h:
             y = ys[j]
-            reg = copy(images.ctypes.data + r * ibytes + y * width, base + offs[j], n, reg, c, plane)  # a band per channel
+            reg = copy(ibase + r * ibytes + y * width, base + offs[j], n, reg, c, plane)  # a band per channel
             images[r, :, :y] = pad
             images[r, :, y + h:] = pad
         else:

@@ -675,6 +675,7 @@ class Warehouse:
         compact_crc = {}  # shard index: _compact.row_crc_function of its mapping
         # The small rows a compact sample's one-pass check continues over (_compact.copy_checker).
         small_parts = _crc32c.row_parts(checked[1:]) if any_need and l.compact and _crc32c.COPY_CRC else None
+        images_base = out["images"].ctypes.data if small_parts is not None else 0
         need_l = need.tolist()
         pieces = []  # (r0, p0, p1, check): rows p0..p1 (sorted order) of run r0.., one copy each
         for r0, r1 in zip(starts, ends):
@@ -700,7 +701,7 @@ class Warehouse:
                     f = self._copy_checker(sh, raw)
                     for p in range(p0, p1):
                         if need_l[p] and f is not None:
-                            crcs.append((p, f(ll_l[p], rows_l[p], out["images"], small_parts)))
+                            crcs.append((p, f(ll_l[p], rows_l[p], out["images"], images_base, small_parts)))
                         else:
                             _compact.copy_run(raw, sh.sections, l, ll_l[p], rows_l[p:p + 1], out["images"])
                     fused = f is not None
