@@ -71,18 +71,18 @@ func TestCopyCRCFolds(t *testing.T) {
 				cmd.Stderr = &stderr
 				out, err := cmd.Output()
 				head, rest, _ := strings.Cut(string(out), "\n")
-				var max int
+				var cpuMax int
 				var name string
-				if _, serr := fmt.Sscanf(head, "max %d %s", &max, &name); serr != nil {
+				if _, serr := fmt.Sscanf(head, "max %d %s", &cpuMax, &name); serr != nil {
 					t.Fatalf("level %d: first line %q: %v (%v)\n%s", level, head, serr, err, stderr.Bytes())
 				}
-				if max < 1 || max > len(tg.levels) || name != tg.levels[max-1] {
-					t.Fatalf("the harness says MAX_LEVEL %d (%s); want 1 to %d, named %q", max, name, len(tg.levels), tg.levels)
+				if cpuMax < 1 || cpuMax > len(tg.levels) || name != tg.levels[cpuMax-1] {
+					t.Fatalf("the harness says MAX_LEVEL %d (%s); want 1 to %d, named %q", cpuMax, name, len(tg.levels), tg.levels)
 				}
-				maxLevel = max
-				if level > max {
+				maxLevel = cpuMax
+				if level > cpuMax {
 					if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-						t.Fatalf("level %d above MAX_LEVEL %d: %v, want exit 3", level, max, err)
+						t.Fatalf("level %d above MAX_LEVEL %d: %v, want exit 3", level, cpuMax, err)
 					}
 					continue
 				}
