@@ -480,8 +480,9 @@ static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
  * the caches anyway. set_stream_bytes changes it, for tests and benchmarks. */
 static size_t stream_bytes = 256 << 10;
 
-/* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLongMask
- * after a type check (an address, a length, a register). */
+/* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLong (a negative
+ * or too large one raises OverflowError) after a type check (an address, a length, a
+ * register). */
 static int unsigned_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name,
                          unsigned long long *out) {
     if (nargs != want) {
@@ -497,6 +498,13 @@ static int unsigned_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t wan
         if (out[i] == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     }
     return 0;
+}
+
+/* The GIL released for a call over bytes >= RELEASE_BYTES (else NULL: kept), and taken
+ * back (reacquire). */
+static inline PyThreadState *release_for(size_t bytes) { return bytes >= RELEASE_BYTES ? PyEval_SaveThread() : NULL; }
+static inline void reacquire(PyThreadState *released) {
+    if (released != NULL) PyEval_RestoreThread(released);
 }
 
 static int check_ready(const char *name, unsigned long long reg) {
@@ -538,12 +546,9 @@ static PyObject *copy_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     int stream = n * count >= stream_bytes;
-    if (n * count >= RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg, stream);
-        Py_END_ALLOW_THREADS
-    } else {
-        for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg, stream);
-    }
+    PyThreadState *released = release_for(n * count);
+    for (size_t k = 0; k < count; k++) reg = copy_fold(dst + k * stride, src + k * n, n, reg, stream);
+    reacquire(released);
 #endif
     return PyLong_FromUnsignedLong(reg);
 }
@@ -559,12 +564,9 @@ static PyObject *crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #if HAVE_FOLD
     const uint8_t *src = (const uint8_t *)(uintptr_t)a[0];
     size_t n = (size_t)a[1];
-    if (n >= RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS reg = only_fold(src, n, reg);
-        Py_END_ALLOW_THREADS
-    } else {
-        reg = only_fold(src, n, reg);
-    }
+    PyThreadState *released = release_for(n);
+    reg = only_fold(src, n, reg);
+    reacquire(released);
 #endif
     return PyLong_FromUnsignedLong(reg);
 }
@@ -607,10 +609,10 @@ static PyObject *crc32c_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     uint32_t reg = (uint32_t)a[1];
 #if HAVE_FOLD
-    PyThreadState *released = total >= RELEASE_BYTES ? PyEval_SaveThread() : NULL;
+    PyThreadState *released = release_for(total);
     for (Py_ssize_t i = 0; i < k; i++)
         reg = only_fold((const uint8_t *)(uintptr_t)(part[i][0] + a[0] * part[i][1]), (size_t)part[i][1], reg);
-    if (released != NULL) PyEval_RestoreThread(released);
+    reacquire(released);
 #else
     (void)total;
 #endif
