@@ -200,7 +200,7 @@ def crc_rows(sections, layout, local, arrays, rows):
     GIL."""
     table = sections["compact_table"]
     entries = table.view(np.uint8).reshape(-1, ENTRY.itemsize)
-    mats = [np.ascontiguousarray(a).reshape(a.shape[0], -1).view(np.uint8) for a in arrays[1:]]
+    mats = _crc32c._byte_rows(arrays[1:])
     local, rows = np.asarray(local, dtype=np.int64), np.asarray(rows, dtype=np.int64)
     out = np.empty(len(rows), dtype=np.uint32)
     shape = (layout.channels, layout.height, layout.width)
@@ -217,7 +217,7 @@ def crc_rows(sections, layout, local, arrays, rows):
         esize, plane, width = ENTRY.itemsize, layout.height * layout.width, layout.width
         ebase, ibase = entries.ctypes.data, images.ctypes.data
         ibytes = plane * layout.channels
-        small = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+        small = _crc32c.row_parts(mats)
         for k, (j, r) in enumerate(zip(local.tolist(), rows.tolist())):
             x, y, w, h = xs[k], ys[k], ws[k], hs[k]
             reg = held(ebase + j * esize, esize, 0xFFFFFFFF)
@@ -269,7 +269,7 @@ def row_crc_function(raw, sections, layout, arrays):
             and c * layout.width * layout.height < _crc32c._ISAL_CHUNK):
         held, big = fns[1], _crc32c.isal_raw
         ebase, base = entries.ctypes.data, raw.ctypes.data
-        small = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+        small = _crc32c.row_parts(mats)
 
         def isal_crc(j, r):
             e = table[j]

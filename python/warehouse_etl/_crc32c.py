@@ -273,7 +273,8 @@ except Exception:  # noqa: BLE001 (no usable library: another implementation is 
 _EXT = _c_extension()
 
 #: The compiled copy-and-check (``copy_crc32c(dst, src, n, reg[, count, stride])``,
-#: ``crc32c(src, n, reg)``: addresses, raw registers; ``LEVEL`` names its fold) where it is
+#: ``crc32c(src, n, reg)``, ``crc32c_rows(parts, r, reg)``: addresses, raw registers;
+#: ``LEVEL`` names its fold) where it is
 #: built and this CPU runs it, else None: read_batch's first reads from a shard's mapping
 #: then copy and check in one pass (:func:`copy_row_function`).
 COPY_CRC = _copycrc()
@@ -361,7 +362,7 @@ def rows_function(arrays, backend=None):
     mats = _byte_rows(arrays)
     default, backend = backend is None, backend or BACKEND
     if backend == "isal" and _ISAL is not None:
-        parts = [(m.ctypes.data, m.shape[1]) for m in mats if m.shape[1]]
+        parts = row_parts(mats)
         row = _isal_raw_row(parts)
         if row is not None:
             def raw_rows(rows):
@@ -412,7 +413,7 @@ def row_function(arrays, backend=None):
     little as they can. With ISA-L, one call per array and nothing else (the GIL
     released for the large parts only: :func:`isal_raw`)."""
     if (backend or BACKEND) == "isal" and _ISAL is not None:
-        row = _isal_raw_row([(m.ctypes.data, m.shape[1]) for m in _byte_rows(arrays) if m.shape[1]])
+        row = _isal_raw_row(row_parts(arrays))
         if row is not None:
             return row
     rows = rows_function(arrays, backend)

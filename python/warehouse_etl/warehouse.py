@@ -649,9 +649,9 @@ class Warehouse:
         # destination rows. Where a second core is free (_copy_parts), the batch's runs,
         # cut into pieces, are copied by the calling thread and copy threads side by
         # side. First reads are checked by the thread that copies them: copied from the
-        # mapping and checked in one pass where the compiled part runs (COPY_CRC: 0.97-1.0x
-        # the copy alone, against 0.76-0.81x for a copy and then its CRC; docs/performance.md,
-        # "A copy and its check in one pass"), else each piece right after its copy, while
+        # mapping and checked in one pass where the compiled part runs (COPY_CRC: 1.05x the
+        # rate of the copy alone into a batch, against 0.73x for a copy and then its CRC;
+        # docs/performance.md, "Stores past the caches"), else each piece right after its copy, while
         # its bytes are in that core's cache: a plain row as copied, a compact one from its
         # stored region just copied (or, read into place with preadv, from its restored
         # row). Checking the stored bytes instead, in checker
