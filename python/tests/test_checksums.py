@@ -2,6 +2,7 @@
 the definition, the golden shards' tables, the verify_samples modes on a damaged copy
 (the refusal's words are the Go reader's: test_damaged.py), and an older warehouse
 without checksum sections, read unchecked."""
+import ctypes
 import os
 import platform
 import unittest
@@ -241,6 +242,69 @@ class CopyCRC(unittest.TestCase):
                     self.assertEqual(m.crc32c_rows(parts, r, head) ^ 0xFFFFFFFF, want, r)
                 self.assertEqual(m.crc32c_rows((), 3, 0x1234), 0x1234)
 
+    def test_gather_rows(self):
+        """gather_rows against numpy on made-up shards: plain images of 1 and 2 bytes a
+        value and compact ones (bands as wide as the image, narrower rectangles at x 0 and
+        further in, an empty region; several pad values), each with small rows of 3 sizes;
+        rows out of order, every byte of the batch written, the CRCs of the samples to check
+        the tables' (entry, region as stored, then the small rows), the others' untouched;
+        probe 2 leaves every sample alone, probe 0 none; at every fold level, storing
+        through the caches and past them."""
+        m = need_copycrc(self)
+        for mode in self.modes(m):
+            for compact, elem in ((False, 1), (False, 2), (True, 1)):
+                with self.subTest(mode=mode, compact=compact, elem=elem):
+                    self.gather_case(m, compact, elem)
+
+    def gather_case(self, m, compact, elem):
+        from warehouse_etl import _compact
+        rng = np.random.default_rng(17)
+        c, h, w, sizes = 3, 37, 41, (64, 3, 20)
+        img = c * h * w * elem
+        rects = [(0, 5, w, 20), (3, 2, 30, 31), (0, 0, 0, 0), (0, 0, w, h), (7, 9, 1, 1), (0, 36, w, 1), (0, 4, 20, 10)]
+        n = len(rects)
+        order = [4, 0, 5, 2, 1, 3, 6]  # sample j goes to row order[j]
+        check = [1, 0, 1, 1, 0, 1, 1]
+        small_src = [rng.integers(0, 256, size=(n, z), dtype=np.uint8) for z in sizes]
+        if compact:  # regions back to back after 8 bytes; the entries apart, as a shard's table
+            regions = [rng.integers(0, 256, size=c * rw * rh, dtype=np.uint8) for _, _, rw, rh in rects]
+            src = np.concatenate([np.zeros(8, np.uint8)] + regions)
+            offs = np.cumsum([8] + [r.size for r in regions])[:-1]
+            table = np.array([(offs[j],) + rects[j] for j in range(n)], dtype=_compact.ENTRY)
+            pads = [114, 0, 255, 114, 7, 114, 3]
+            want_img = np.empty((n, c, h, w), np.uint8)
+            for j in range(n):
+                _compact.restore(want_img[j], regions[j], table[j], pads[j])
+            stored = [table[j:j + 1].view(np.uint8).tobytes() + regions[j].tobytes() for j in range(n)]
+            image_at = [src.ctypes.data] * n
+            entry_at = [table.ctypes.data + 16 * j for j in range(n)]
+        else:
+            src = want_img = rng.integers(0, 256, size=(n, img), dtype=np.uint8)
+            stored, pads = [src[j].tobytes() for j in range(n)], [0] * n
+            image_at, entry_at = [src.ctypes.data + j * img for j in range(n)], [0] * n
+        jobs = np.array([[image_at[j], entry_at[j], order[j], check[j] | pads[j] << 8] +
+                         [a.ctypes.data + j * a.shape[1] for a in small_src] for j in range(n)], dtype=np.int64)
+        for probe in (1, 0, 2):
+            out_img = np.full((n, img), 0xA5, np.uint8)
+            out_small = [np.full((n, z), 0xA5, np.uint8) for z in sizes]
+            status = np.full(n, 9, np.uint8)
+            crcs = np.full(n, 0xDEADBEEF, np.uint32)
+            params = (out_img.ctypes.data, img, c, h, w, tuple((a.ctypes.data, a.shape[1]) for a in out_small))
+            skipped = m.gather_rows(jobs.ctypes.data, n, params, status.ctypes.data, crcs.ctypes.data, probe)
+            if probe == 2:
+                self.assertEqual((skipped, status.tolist()), (n, [1] * n))
+                self.assertTrue((out_img == 0xA5).all() and all((a == 0xA5).all() for a in out_small))
+                continue
+            self.assertEqual((skipped, status.tolist()), (0, [0] * n))
+            for j in range(n):
+                r = order[j]
+                self.assertEqual(out_img[r].tobytes(), want_img[j].tobytes(), (probe, j))
+                rows = b"".join(b[j].tobytes() for b in small_src)
+                for a, b in zip(out_small, small_src):
+                    self.assertEqual(a[r].tobytes(), b[j].tobytes(), (probe, j))
+                want = crc32c_bitwise(np.frombuffer(stored[j] + rows, np.uint8)) if check[j] else 0xDEADBEEF
+                self.assertEqual(int(crcs[j]), want, (probe, j))
+
     def test_bad_arguments(self):
         m = need_copycrc(self)
         a = np.zeros(8, dtype=np.uint8)
@@ -265,6 +329,19 @@ class CopyCRC(unittest.TestCase):
                           ((((p, 1),) * 17, 0, 0), ValueError), ((((p, 8),), 1 << 62, 0), OverflowError)):
             with self.subTest(crc32c_rows=args), self.assertRaises(err):
                 m.crc32c_rows(*args)
+        small = ((p, 1),)
+        for args, err in (((p, 0, (p, 8, 1, 1, 8, small), p, p), TypeError),
+                          ((p, 0, (p, 8, 1, 1, 8), p, p, 1), TypeError),
+                          ((p, 0, (p, 8, 1, 1, 8, [(p, 1)]), p, p, 1), TypeError),
+                          ((p, 0, (p, 8, 1, 1, 8, ((p, 1, 1),)), p, p, 1), TypeError),
+                          ((p, 0, (p, 8, 1, 1, 8, small), p, p, 3), ValueError),
+                          ((p, 0, (p, 8, 1, 1, 8, small * 17), p, p, 1), ValueError),
+                          ((p, 0, (p, 8, 3, 1, 8, small), p, p, 1), ValueError),
+                          ((p, 0, (p, 8, 1, 1 << 21, 1, small), p, p, 1), ValueError),
+                          ((p, -1, (p, 8, 1, 1, 8, small), p, p, 1), OverflowError)):
+            with self.subTest(gather_rows=args), self.assertRaises(err):
+                m.gather_rows(*args)
+        self.assertEqual(m.gather_rows(p, 0, (p, 8, 1, 1, 8, small), p, p, 1), 0)
         with self.assertRaises(TypeError):
             m.set_stream_bytes(1.0)
         with self.assertRaises(OverflowError):
@@ -298,6 +375,19 @@ def unchecked_read(test, name, seed):
     test.addCleanup(unchecked.close)
     order = np.random.default_rng(seed).permutation(len(unchecked))
     return fx, order, unchecked.read_batch(order)
+
+
+def each_layout(test, body):
+    """body(name, threads, order, want, wh) in a subTest per layout fixture (f16, u8,
+    compact with both kinds of regions) and 1 and 3 copy threads: the fixture's samples in a
+    shuffled order, their unchecked read (unchecked_read) and a checked reader of it."""
+    for name in ("f16", "u8", "u8compact", "u8compactwide"):
+        for threads in (1, 3):
+            with test.subTest(name=name, threads=threads):
+                fx, order, want = unchecked_read(test, name, 6)
+                wh = warehouse_etl.open(fx["dir"])
+                test.addCleanup(wh.close)
+                body(name, threads, order, want, wh)
 
 
 def damaged(test, name):
@@ -524,30 +614,87 @@ class VerifySamples(unittest.TestCase):
 
         def refuse(*args):
             raise AssertionError("a row was checked after its copy")
-        for name in ("f16", "u8", "u8compact", "u8compactwide"):
-            for threads in (1, 3):
-                with self.subTest(name=name, threads=threads):
-                    fx, order, want = unchecked_read(self, name, 6)
-                    n = len(order)
-                    wh = warehouse_etl.open(fx["dir"])
-                    self.addCleanup(wh.close)
-                    calls.clear()
-                    small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
-                    with mock.patch.object(_crc32c, "copy_row_function", counting_plain), \
-                            mock.patch.object(_compact, "copy_checker", counting_compact), \
-                            mock.patch.object(_crc32c, "row_function", lambda arrays: refuse), \
-                            mock.patch.object(_compact, "row_crc_function", refuse), \
-                            mock.patch.object(_compact, "crc_rows", refuse), \
-                            mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: threads):
-                        got = wh.read_batch(order)
-                    self.assertEqual(sorted(calls), list(range(n)))
-                    self.assertEqual(wh.samples_verified, n)
-                    for key in ("images", "boxes", "mask", "records", "extras"):
-                        self.assertEqual(raw(got[key]), raw(want[key]), key)
-                    # A compact shard's checker is kept with its mapping, and dropped with it.
-                    self.assertEqual(any(sh.checker is not None for sh in wh._shards), "compact" in name)
-                    wh.close()
-                    self.assertTrue(all(sh.checker is None for sh in wh._shards))
+
+        def read(name, threads, order, want, wh):
+            n = len(order)
+            calls.clear()
+            small = {"_PARALLEL_BYTES": 0, "_COPY_PIECE_BYTES": 1, "_VERIFY_PIECE_BYTES": 1}
+            with mock.patch.object(_crc32c, "copy_row_function", counting_plain), \
+                    mock.patch.object(_compact, "copy_checker", counting_compact), \
+                    mock.patch.object(_crc32c, "row_function", lambda arrays: refuse), \
+                    mock.patch.object(_compact, "row_crc_function", refuse), \
+                    mock.patch.object(_compact, "crc_rows", refuse), \
+                    mock.patch.multiple(whmod, **small), mock.patch.object(whmod, "_usable_cpus", lambda: threads), \
+                    mock.patch.object(whmod, "_GATHER", None):  # run by run (test_batch_in_one_call)
+                got = wh.read_batch(order)
+            self.assertEqual(sorted(calls), list(range(n)))
+            self.assertEqual(wh.samples_verified, n)
+            for key in ("images", "boxes", "mask", "records", "extras"):
+                self.assertEqual(raw(got[key]), raw(want[key]), key)
+            # A compact shard's checker is kept with its mapping, and dropped with it.
+            self.assertEqual(any(sh.checker is not None for sh in wh._shards), "compact" in name)
+            wh.close()
+            self.assertTrue(all(sh.checker is None for sh in wh._shards))
+        each_layout(self, read)
+
+    def test_batch_in_one_call(self):
+        """Where the compiled part has gather_rows, a batch is read in one call per copy
+        thread: first reads copied and checked there, each sample once (a sample twice in
+        a batch once), nothing checked again on a second read, none of the run-by-run
+        checks used; the arrays are the unchecked read's, with one copy thread and three."""
+        from unittest import mock
+
+        from warehouse_etl import _compact
+        from warehouse_etl import warehouse as whmod
+        if whmod._GATHER is None:
+            self.skipTest("no compiled gather_rows here (or switched off)")
+        gather = whmod._GATHER
+        calls = []
+
+        def counting(jobs, n, params, status, crcs, probe):
+            rows = np.frombuffer((ctypes.c_int64 * (n * (4 + len(params[5])))).from_address(jobs), np.int64)
+            rows = rows.reshape(n, -1)
+            calls.append((n, rows[rows[:, 3] & 1 == 1, 2].tolist()))
+            return gather(jobs, n, params, status, crcs, probe)
+
+        def refuse(*args):
+            raise AssertionError("read run by run")
+
+        def read(name, threads, order, want, wh):
+            n = len(order)
+            twice = np.concatenate([order, order[:2]])
+            with mock.patch.object(whmod, "_GATHER", counting), \
+                    mock.patch.object(_crc32c, "copy_row_function", refuse), \
+                    mock.patch.object(_compact, "copy_checker", refuse), \
+                    mock.patch.object(_crc32c, "row_function", refuse), \
+                    mock.patch.object(whmod, "_PARALLEL_BYTES", 0), \
+                    mock.patch.object(whmod, "_usable_cpus", lambda: threads):
+                calls.clear()
+                got = wh.read_batch(twice)
+                self.assertEqual(len(calls), threads)
+                self.assertEqual(sum(k for k, _ in calls), n + 2)
+                self.assertEqual(sorted(r for _, rows in calls for r in rows), sorted(range(n)))
+                self.assertEqual(wh.samples_verified, n)
+                for key in ("images", "boxes", "mask", "records", "extras", "class_index", "box_count"):
+                    self.assertEqual(raw(got[key][:n]), raw(want[key]), key)
+                    self.assertEqual(raw(got[key][n:]), raw(want[key][:2]), key)
+                calls.clear()
+                again = wh.read_batch(order)
+                self.assertEqual([r for _, rows in calls for r in rows], [])
+                self.assertEqual(wh.samples_verified, n)
+                self.assertEqual(raw(again["images"]), raw(want["images"]))
+        each_layout(self, read)
+
+
+class VerifySamplesRunByRun(VerifySamples):
+    """VerifySamples again read run by run in Python (no gather_rows: a compiled part built
+    before it, and the samples whose pages are not cached)."""
+
+    def setUp(self):
+        from warehouse_etl import warehouse as whmod
+        saved = whmod._GATHER
+        whmod._GATHER = None
+        self.addCleanup(setattr, whmod, "_GATHER", saved)
 
 
 class VerifySamplesTwoPass(VerifySamples):
@@ -556,9 +703,11 @@ class VerifySamplesTwoPass(VerifySamples):
     instructions."""
 
     def setUp(self):
-        saved = _crc32c.COPY_CRC
-        _crc32c.COPY_CRC = None
+        from warehouse_etl import warehouse as whmod
+        saved, gather = _crc32c.COPY_CRC, whmod._GATHER
+        _crc32c.COPY_CRC = whmod._GATHER = None
         self.addCleanup(setattr, _crc32c, "COPY_CRC", saved)
+        self.addCleanup(setattr, whmod, "_GATHER", gather)
 
 
 class CheckAhead(unittest.TestCase):

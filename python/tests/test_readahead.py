@@ -99,19 +99,24 @@ class Advise(unittest.TestCase):
 
 class CopyPaths(unittest.TestCase):
     def read_both(self, name):
-        """read_batch of a shuffled order with every run taken as cached (copied from
-        the mapping) and as not cached (preadv), and how often each was asked."""
+        """read_batch of a shuffled order with every page taken as cached (copied from
+        the mapping) and as not cached (preadv), each both ways: in one compiled call
+        (_gather, where the compiled part is built) and run by run in Python."""
         wh = warehouse_etl.open(fixture(self, name)["dir"], verify_samples="always")
         self.addCleanup(wh.close)
         idx = np.random.default_rng(5).permutation(len(wh))
-        out, asked = {}, []
-        for cached in (True, False):
-            with mock.patch.object(whmod, "_resident", lambda base, off, c=cached: asked.append(c) or c):
-                out[cached] = {k: raw(v) for k, v in wh.read_batch(idx).items()}
-        self.assertIn(True, asked)
-        self.assertIn(False, asked)
-        self.assertEqual(out[True], out[False])
-        return wh, out[True]
+        out = {}
+        for gather in ((whmod._GATHER, None) if whmod._GATHER is not None else (None,)):
+            for cached in (True, False):
+                before = wh.cold_runs
+                with mock.patch.object(whmod, "_CACHED", cached), mock.patch.object(whmod, "_GATHER", gather):
+                    out[(gather is not None, cached)] = {k: raw(v) for k, v in wh.read_batch(idx).items()}
+                # Runs not cached are read with preadv and counted (the torch loader's cue).
+                self.assertEqual(wh.cold_runs > before, not cached)
+        first = out[(False, True)]
+        for k, v in out.items():
+            self.assertEqual(v, first, k)
+        return wh, first
 
     def check_go(self, name):
         """Both ways give the Go reader's images (its dump of the same warehouse)."""
@@ -142,8 +147,8 @@ class CopyPaths(unittest.TestCase):
         """A run of consecutive samples whose rows are out of order although its first
         and last rows are as far apart as the run is long (samples 0, 1, 2 to rows 0, 3,
         2): once copied as if in order, so sample 1 landed in row 1. Small shuffled
-        batches too, where such runs are common. Both copy paths, against the Go
-        reader's dump."""
+        batches too, where such runs are common. Both copy paths, both ways (one compiled
+        call and run by run), against the Go reader's dump."""
         for name in ("u8", "u8compact"):
             fx = fixture(self, name)
             wh = warehouse_etl.open(fx["dir"], verify_samples="always")
@@ -152,12 +157,14 @@ class CopyPaths(unittest.TestCase):
             ref = Reference(fx, wh.image_dtype, wh.box_dtype, wh.image_shape, l.max_boxes, l.extra_f32)
             perm = np.random.default_rng(11).permutation(len(wh))
             batches = [np.array([0, 5, 2, 1])] + [perm[i:i + 6] for i in range(0, len(wh) - 5, 6)]
-            for cached in (True, False):
-                with mock.patch.object(whmod, "_resident", lambda base, off, c=cached: c):
-                    for idx in batches:
-                        got = wh.read_batch(idx)
-                        self.assertEqual(raw(got["images"]), raw(ref.images[idx]), (name, cached, idx.tolist()))
-                        self.assertEqual(raw(got["boxes"]), raw(ref.boxes[idx]), (name, cached, idx.tolist()))
+            for gather in {whmod._GATHER, None}:
+                for cached in (True, False):
+                    with mock.patch.object(whmod, "_CACHED", cached), mock.patch.object(whmod, "_GATHER", gather):
+                        for idx in batches:
+                            got = wh.read_batch(idx)
+                            what = (name, gather is not None, cached, idx.tolist())
+                            self.assertEqual(raw(got["images"]), raw(ref.images[idx]), what)
+                            self.assertEqual(raw(got["boxes"]), raw(ref.boxes[idx]), what)
 
 
 def record_reads(loader, events):
@@ -195,7 +202,7 @@ class LoaderReadAhead(unittest.TestCase):
         def epoch(loader, cached):
             """One epoch with every image run taken as cached or not; its events."""
             events.clear()
-            with mock.patch.object(whmod, "_resident", lambda base, off: cached):
+            with mock.patch.object(whmod, "_CACHED", cached):
                 got = [b["index"].tolist() for b in loader]
             self.assertEqual(got, want)
             return list(events)

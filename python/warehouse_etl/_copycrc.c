@@ -37,6 +37,10 @@
 #endif
 #include <stdint.h>
 #include <string.h>
+#ifndef COPYCRC_FOLD_ONLY
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #define RELEASE_BYTES (64 << 10)
 
@@ -619,6 +623,166 @@ static PyObject *crc32c_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     return PyLong_FromUnsignedLong(reg);
 }
 
+/* gather_rows: a batch's samples from their shards' mappings in one call. */
+
+#if HAVE_FOLD
+/* Whether the page holding address p is in the page cache (mincore: reads nothing, never
+ * waits); an error counts as not. */
+static int resident(const uint8_t *p, uintptr_t page) {
+    unsigned char v = 0;
+    uintptr_t a = (uintptr_t)p & ~(page - 1);
+    return mincore((void *)a, 1, (void *)&v) == 0 && (v & 1);
+}
+
+/* A compact sample (docs/format/shard.md, "Compact images") restored into its image at
+ * dst (c planes of height x width): the pad around the entry's rectangle, the region at
+ * src (c x h x w bytes, stored back to back) inside it, each byte written once; with
+ * check, the register continued over the region as stored. */
+static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size_t height, size_t width, size_t x,
+                                size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg) {
+    size_t plane = height * width, n = w * h;
+    if (!n) {
+        memset(dst, pad, c * plane);
+        return reg;
+    }
+    int stream = n * c >= stream_bytes;
+    for (size_t ch = 0; ch < c; ch++) {
+        uint8_t *d = dst + ch * plane;
+        const uint8_t *s = src + ch * n;
+        memset(d, pad, y * width);
+        if (w == width) {  /* a band of whole rows: one copy, checked as it goes */
+            if (check) reg = copy_fold(d + y * width, s, n, reg, stream);
+            else memcpy(d + y * width, s, n);
+        } else {
+            for (size_t row = 0; row < h; row++) {
+                uint8_t *dr = d + (y + row) * width;
+                memset(dr, pad, x);
+                memcpy(dr + x, s + row * w, w);
+                memset(dr + x + w, pad, width - x - w);
+            }
+            if (check) reg = only_fold(s, n, reg);  /* just copied: in cache */
+        }
+        memset(d + (y + h) * width, pad, (height - y - h) * width);
+    }
+    return reg;
+}
+#endif
+
+PyDoc_STRVAR(gather_rows_doc,
+             "gather_rows(jobs, n, params, status, crcs, probe) -> skipped\n\n"
+             "Read n samples of a batch from their shards' mappings: jobs is the address of an\n"
+             "int64 array [n, 4 + S] (C order), a row per sample: the image's address in the\n"
+             "mapping (a compact sample: the mapping's start), the address of its compact table\n"
+             "entry (0: not compact), its row r in the batch, flags (bit 0: check it; bits 8-15:\n"
+             "the pad value), then the addresses of its S small sections (boxes, mask, records,\n"
+             "extras; those with bytes). params is (images, image bytes, channels, height,\n"
+             "width, ((address, row bytes), ...) of the S small arrays): the batch's arrays'\n"
+             "addresses, row r of each written. With probe 1, a sample whose image's last page\n"
+             "is not in the page cache (mincore) is left alone: status[i] = 1 (status: a uint8\n"
+             "array's address), else 0; probe 0 takes every page as cached, 2 none (tests).\n"
+             "crcs[i] (a uint32 array's address) is set for each sample to check: its CRC-32C\n"
+             "as the shard's table defines it (a compact one's entry, 16 bytes, and region as\n"
+             "stored, else its image; then its small rows). Images are copied and checked in\n"
+             "one pass where they can be. Returns the number left alone. The GIL is released\n"
+             "for the call; the caller owns every bound.");
+
+static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(args[2], 5))) {
+        PyErr_SetString(PyExc_TypeError, "gather_rows takes jobs, n, (images, image bytes, channels, height, width, "
+                                         "small parts), status, crcs and probe");
+        return NULL;
+    }
+    unsigned long long a[2], st[3], p[5];
+    if (unsigned_args(args, 2, 2, "gather_rows", a) < 0 || unsigned_args(args + 3, 3, 3, "gather_rows", st) < 0 ||
+        unsigned_args(&PyTuple_GET_ITEM(args[2], 0), 5, 5, "gather_rows params", p) < 0 ||
+        check_ready("gather_rows", 0) < 0)
+        return NULL;
+    PyObject *small = PyTuple_GET_ITEM(args[2], 5);
+    Py_ssize_t ns = PyTuple_GET_SIZE(small);
+    if (ns > MAX_ROW_PARTS) {
+        PyErr_Format(PyExc_ValueError, "gather_rows: %zd small parts, at most %d", ns, MAX_ROW_PARTS);
+        return NULL;
+    }
+    unsigned long long part[MAX_ROW_PARTS][2];
+    size_t row_total = (size_t)p[1];
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *q = PyTuple_GET_ITEM(small, i);
+        if (!PyTuple_Check(q) || PyTuple_GET_SIZE(q) != 2) {
+            PyErr_Format(PyExc_TypeError, "gather_rows: small part %zd is not an (address, row bytes) pair", i);
+            return NULL;
+        }
+        if (unsigned_args(&PyTuple_GET_ITEM(q, 0), 2, 2, "gather_rows small part", part[i]) < 0) return NULL;
+        row_total += (size_t)part[i][1];
+    }
+    if (p[1] && (p[2] > (1u << 20) || p[3] > (1u << 20) || p[4] > (1u << 20) || p[2] * p[3] * p[4] > p[1])) {
+        PyErr_Format(PyExc_ValueError, "gather_rows: %llu x %llu x %llu planes do not fit %llu image bytes", p[2], p[3],
+                     p[4], p[1]);
+        return NULL;
+    }
+    if (st[2] > 2) {
+        PyErr_Format(PyExc_ValueError, "gather_rows: probe %llu, want 0, 1 or 2", st[2]);
+        return NULL;
+    }
+    size_t n = (size_t)a[1], cols = 4 + (size_t)ns, skipped = 0;
+#if HAVE_FOLD
+    const int64_t *jobs = (const int64_t *)(uintptr_t)a[0];
+    uint8_t *status = (uint8_t *)(uintptr_t)st[0];
+    uint32_t *crcs = (uint32_t *)(uintptr_t)st[1];
+    uint8_t *images = (uint8_t *)(uintptr_t)p[0];
+    size_t img = (size_t)p[1], c = (size_t)p[2], height = (size_t)p[3], width = (size_t)p[4];
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    int stream = img >= stream_bytes, probe = (int)st[2];
+    PyThreadState *released = release_for(n * row_total);
+    for (size_t i = 0; i < n; i++) {
+        const int64_t *job = jobs + i * cols;
+        size_t r = (size_t)job[2];
+        int check = (int)(job[3] & 1);
+        uint8_t pad = (uint8_t)(job[3] >> 8), *dst = images + r * img;
+        uint32_t reg = 0xFFFFFFFF;
+        if (job[1]) {  /* compact: the entry is offset u64, x, y, w, h u16 (little-endian) */
+            const uint8_t *e = (const uint8_t *)(uintptr_t)job[1];
+            uint64_t off;
+            uint16_t xywh[4];
+            memcpy(&off, e, 8);
+            memcpy(xywh, e + 8, 8);
+            size_t region = c * xywh[2] * xywh[3];
+            const uint8_t *src = (const uint8_t *)(uintptr_t)job[0] + off;
+            if (probe == 2 || (probe && region && !resident(src + region - 1, page))) {
+                status[i] = 1;
+                skipped++;
+                continue;
+            }
+            if (check) reg = only_fold(e, 16, reg);
+            reg = restore_compact(dst, src, c, height, width, xywh[0], xywh[1], xywh[2], xywh[3], pad, check, reg);
+        } else if (img) {
+            const uint8_t *src = (const uint8_t *)(uintptr_t)job[0];
+            if (probe == 2 || (probe && !resident(src + img - 1, page))) {
+                status[i] = 1;
+                skipped++;
+                continue;
+            }
+            if (check) reg = copy_fold(dst, src, img, reg, stream);
+            else memcpy(dst, src, img);
+        }
+        for (Py_ssize_t k = 0; k < ns; k++) {
+            uint8_t *d = (uint8_t *)(uintptr_t)(part[k][0] + r * part[k][1]);
+            const uint8_t *s = (const uint8_t *)(uintptr_t)job[4 + k];
+            if (check) reg = copy_fold(d, s, (size_t)part[k][1], reg, 0);
+            else memcpy(d, s, (size_t)part[k][1]);
+        }
+        status[i] = 0;
+        if (check) crcs[i] = reg ^ 0xFFFFFFFF;
+    }
+    reacquire(released);
+#else
+    (void)n;
+    (void)cols;
+    (void)row_total;
+#endif
+    return PyLong_FromSize_t(skipped);
+}
+
 PyDoc_STRVAR(set_level_doc,
              "set_level(n) -> name\n\n"
              "Use the fold of level n (x86-64: 1 SSE4.2 and PCLMULQDQ, 2 AVX2 and VPCLMULQDQ;\n"
@@ -658,6 +822,7 @@ static PyMethodDef methods[] = {
     {"copy_crc32c", (PyCFunction)(void (*)(void))copy_crc32c, METH_FASTCALL, copy_crc32c_doc},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL, crc32c_doc},
     {"crc32c_rows", (PyCFunction)(void (*)(void))crc32c_rows, METH_FASTCALL, crc32c_rows_doc},
+    {"gather_rows", (PyCFunction)(void (*)(void))gather_rows, METH_FASTCALL, gather_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

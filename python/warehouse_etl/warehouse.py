@@ -109,11 +109,18 @@ _mincore, _vec = _libc_mincore() or (None, None)
 _PAGE = mmap.PAGESIZE
 
 
+#: None: whether a page is in the page cache is asked of the kernel (mincore); True or
+#: False: every page is taken as cached or not, in both of read_batch's ways (tests).
+_CACHED = None
+
+
 def _resident(base, offset):
     """Whether the page holding byte offset of the file mapped at address base is in
-    the page cache: mincore, which reads nothing and does not wait. Threads share the
-    one-byte answer buffer, which the GIL (held through the call and the read of the
-    answer) keeps to one thread at a time."""
+    the page cache: mincore, which reads nothing and does not wait (or _CACHED). Threads
+    share the one-byte answer buffer, which the GIL (held through the call and the read
+    of the answer) keeps to one thread at a time."""
+    if _CACHED is not None:
+        return _CACHED
     addr = base + int(offset)
     return _mincore(addr - addr % _PAGE, 1, _vec) == 0 and _vec.raw[0] & 1 == 1
 
@@ -200,6 +207,11 @@ class Warehouse:
         # check_ahead).
         self._verified = np.zeros(self._n, dtype=bool)
         self._shards = [_Shard(e, go_join(directory, e["relative_path"])) for e in manifest["shards"]]
+        # Per sample: each opened shard's checksum table, and per shard whether it has
+        # one, for read_batch's checks of a whole batch at once (_gather).
+        self._crc_all = np.zeros(self._n, dtype=np.uint32)
+        self._has_crc = np.zeros(len(self._shards), dtype=bool)
+        self._addr = self._addr_pid = None  # _gather's addresses of each mapped shard (_addresses)
         self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
         self._starts_end = np.append(self.shard_starts, self._n)
         self.image_dtype, self.box_dtype = layout.image_dtype, layout.box_dtype
@@ -300,6 +312,7 @@ class Warehouse:
             lock.close()
         self._closed = True
         with self._lock:
+            self._addr = None  # the mappings go: _gather maps again (a read after close reopens)
             for sh in self._shards:
                 if sh.fd is not None and sh.pid == os.getpid():
                     os.close(sh.fd)
@@ -347,6 +360,9 @@ class Warehouse:
                 s0, s1 = int(self._starts_end[k]), int(self._starts_end[k + 1])
                 self._verified[s0:s1] = sh.crcs is None  # no checksums: nothing to check
                 sh.verified = None if sh.crcs is None else self._verified[s0:s1]
+                if sh.crcs is not None:
+                    self._crc_all[s0:s1] = sh.crcs
+                self._has_crc[k] = sh.crcs is not None
             except WarehouseError as e:
                 sh.error = e  # a refused shard stays refused
                 raise
@@ -615,6 +631,146 @@ class Warehouse:
         if b == 0:
             return out
         l = self.layout
+        got = self._gather(idx, out, dest)
+        if got is None:
+            first_bad = self._read_runs(idx, out, dest)
+        else:  # what it left (pages not in the page cache) is read run by run
+            rest, rest_rows, first_bad = got
+            if rest is not None:
+                bad = self._read_runs(rest, out, rest_rows)
+                if bad is not None and (first_bad is None or bad[0] < first_bad[0]):
+                    first_bad = bad
+        if first_bad is not None:
+            raise first_bad[1]
+        rec = out["records"]
+        counts = rec["box_count"]
+        out["box_count"][:] = counts
+        if l.max_boxes:
+            np.copyto(out["class_index"], np.where(np.arange(l.max_boxes)[None, :] < counts[:, None].astype(np.int64),
+                                                   rec["class_index"], -1))
+        return out
+
+    def _gather(self, idx, out, dest):
+        """read_batch's reads from the shards' mappings in one compiled call per copy thread
+        (``_copycrc.gather_rows``, where the package's compiled part has it): the batch's
+        addresses worked out in a few whole-batch numpy steps, then each sample's image
+        (a compact one restored), small rows and, where it is to be checked, its CRC-32C in
+        C, the GIL released, with no Python per sample or run (which cost 16-22 us a sample,
+        the copies' time aside; docs/performance.md, "A batch in one compiled call"). The
+        CRCs are compared with the checksum tables in one step.
+
+        Returns None where that call is not there, the reader does not map its shards (the
+        S3 reader) or mincore is missing: read_batch reads run by run instead. Else
+        ``(rest, rest_rows, first_bad)``: the samples whose images' pages were not in the
+        page cache (their last page, as mincore says), left alone for read_batch to read
+        with preadv, and the rows they go to (both None when there are none), and the first
+        mismatch in row order as (row, WarehouseError), or None."""
+        if _GATHER is None or not self._map_sections or _mincore is None:
+            return None
+        l = self.layout
+        b = idx.shape[0]
+        small = l.small_sections()
+        shard_of, local = self._locate_all(idx)
+        order = np.lexsort((local, shard_of))  # shard by shard, in file order
+        ss, ll = shard_of[order], local[order]
+        rows = order if dest is None else dest[order]
+        addr = self._addresses()
+        miss = addr[ss, 0] == 0
+        if miss.any():  # opened and mapped here (a shard that fails raises as a read would)
+            for k in np.unique(ss[miss]).tolist():
+                self._map_addresses(addr, k)
+        a = addr[ss]
+        jobs = np.empty((b, 4 + len(small)), dtype=np.int64)
+        compact = a[:, 2] != 0
+        jobs[:, 0] = np.where(compact, a[:, 0], a[:, 1] + ll * l.image_bytes)
+        jobs[:, 1] = np.where(compact, a[:, 2] + ll * _compact.ENTRY.itemsize, 0)
+        jobs[:, 2] = rows
+        if self.verify_samples is True:  # first reads; a sample twice in the batch checked once
+            need = ~self._verified[idx[order]]
+            if b > 1:
+                need[1:] &= (ss[1:] != ss[:-1]) | (ll[1:] != ll[:-1])
+        elif self.verify_samples:
+            need = self._has_crc[ss]
+        else:
+            need = np.zeros(b, dtype=bool)
+        jobs[:, 3] = need | (a[:, 3] << 8)
+        if small:
+            jobs[:, 4:] = a[:, 4:] + ll[:, None] * np.array([size for _, size in small], dtype=np.int64)
+        status = np.empty(b, dtype=np.uint8)
+        crcs = np.empty(b, dtype=np.uint32)
+        params = (out["images"].ctypes.data, l.image_bytes, l.channels, l.height, l.width,
+                  tuple((out[sec].ctypes.data, size) for sec, size in small))
+        jp, sp, cp, step = jobs.ctypes.data, status.ctypes.data, crcs.ctypes.data, jobs.shape[1] * 8
+
+        probe = 1 if _CACHED is None else 0 if _CACHED else 2
+
+        def gather(i0, i1):
+            return _GATHER(jp + i0 * step, i1 - i0, params, sp + i0, cp + 4 * i0, probe)
+
+        parts = min(_copy_parts(b * (l.image_bytes + l.box_bytes + l.mask_bytes)), b)
+        if parts > 1:  # contiguous shares of the sorted samples; the calling thread takes the first
+            cuts = [b * j // parts for j in range(parts + 1)]
+            pool = _copier.get()
+            futures = [pool.submit(gather, cuts[j], cuts[j + 1]) for j in range(1, parts)]
+            try:
+                skipped = gather(0, cuts[1])
+            finally:  # no copy thread is left writing into out after an error here
+                concurrent.futures.wait(futures)
+            skipped += sum(f.result() for f in futures)
+        else:
+            skipped = gather(0, b)
+        checked = need & (status == 0) if skipped else need
+        first_bad = None
+        if checked.any():
+            pos = np.flatnonzero(checked)
+            got, gi = crcs[pos], idx[order[pos]]
+            if np.array_equal(got, self._crc_all[gi]):  # as a rule
+                self._verified[gi] = True
+                with self._count_lock:
+                    self.samples_verified += pos.shape[0]
+            else:  # shard by shard, for the error (and the marks of those that passed)
+                kk = ss[pos]
+                cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [pos.shape[0]]
+                for c0, c1 in zip(cuts[:-1], cuts[1:]):
+                    k = int(kk[c0])
+                    bad = self._compare(self._shards[k], k, ll[pos[c0:c1]], got[c0:c1])
+                    if bad is not None:
+                        r = int(rows[pos[c0 + bad[0]]])
+                        if first_bad is None or r < first_bad[0]:
+                            first_bad = (r, bad[1])
+        if not skipped:
+            return None, None, first_bad
+        left = np.flatnonzero(status)
+        return idx[order[left]], rows[left], first_bad
+
+    def _addresses(self):
+        """_gather's table of each shard's addresses in this process's mappings, int64
+        [shards, 4 + small sections]: the mapping, its images, its compact table (0: not
+        compact), the pad value, then each small section; a row of zeros until the shard
+        is mapped (_map_addresses). Made again in a forked process, whose shards are
+        opened and mapped again."""
+        addr = self._addr
+        if addr is None or self._addr_pid != os.getpid():
+            addr = np.zeros((len(self._shards), 4 + len(self.layout.small_sections())), dtype=np.int64)
+            self._addr, self._addr_pid = addr, os.getpid()
+        return addr
+
+    def _map_addresses(self, addr, k):
+        """Shard k opened and mapped, its row of ``addr`` (_addresses) filled in."""
+        sh = self._shard(k)
+        self._mapping(sh)
+        s, base = sh.sections, sh.base
+        table = s["compact_table"]
+        row = [base, base + s["image"], 0 if table is None else table.ctypes.data, int(s["pad"] or 0)]
+        addr[k, 1:] = row[1:] + [base + s[sec] for sec, _ in self.layout.small_sections()]
+        addr[k, 0] = base  # last: a row is whole once its mapping's address is there
+
+    def _read_runs(self, idx, out, dest):
+        """read_batch's reads of samples ``idx`` into rows ``dest`` of ``out`` (None: row r
+        holds idx[r]) run by run, in Python (the docstring of read_batch says how); returns
+        the first mismatch in row order as (row, WarehouseError), or None."""
+        b = idx.shape[0]
+        l = self.layout
         shard_of, local = self._locate_all(idx)
         rows = np.lexsort((local, shard_of))
         ss, ll = shard_of[rows], local[rows]
@@ -790,15 +946,7 @@ class Warehouse:
                         r = int(rows[pos[a + bad[0]]])
                         if first_bad is None or r < first_bad[0]:
                             first_bad = (r, bad[1])
-        if first_bad is not None:
-            raise first_bad[1]
-        rec = out["records"]
-        counts = rec["box_count"]
-        out["box_count"][:] = counts
-        if l.max_boxes:
-            np.copyto(out["class_index"], np.where(np.arange(l.max_boxes)[None, :] < counts[:, None].astype(np.int64),
-                                                   rec["class_index"], -1))
-        return out
+        return first_bad
 
     # read_batch gathers the small sections (boxes, mask, records, extras) and copies
     # cached image runs from the shard's mapping; a reader whose files can be replaced or
@@ -890,6 +1038,8 @@ _copy_local = threading.local()  # .limit: copy_threads' n in this thread
 # This process's copy threads (parts - 1 of them; see _copy_parts). Separate from the
 # checker threads (_crc32c.checker), whose queue of check_ahead jobs a copy must not wait
 # behind.
+# The compiled read of a batch's samples (_gather), where the package's compiled part has it.
+_GATHER = getattr(_crc32c.COPY_CRC, "gather_rows", None)
 _copier = _crc32c.ProcessThreads(lambda: _MAX_COPY_THREADS - 1, "warehouse-copy")
 
 
