@@ -655,8 +655,9 @@ class Warehouse:
         (``_copycrc.gather_rows``, where the package's compiled part has it): the batch's
         addresses worked out in a few whole-batch numpy steps, then each sample's image
         (a compact one restored), small rows and, where it is to be checked, its CRC-32C in
-        C, the GIL released, with no Python per sample or run (which cost 16-22 us a sample,
-        the copies' time aside; docs/performance.md, "A batch in one compiled call"). The
+        C, the GIL released, with no Python per sample or run (which cost 23-34 us a sample
+        warm, the copies aside, against 8-10 now; docs/performance.md, "A batch in one
+        compiled call"). The
         CRCs are compared with the checksum tables in one step.
 
         Returns None where that call is not there, the reader does not map its shards (the
@@ -701,7 +702,6 @@ class Warehouse:
         params = (out["images"].ctypes.data, l.image_bytes, l.channels, l.height, l.width,
                   tuple((out[sec].ctypes.data, size) for sec, size in small))
         jp, sp, cp, step = jobs.ctypes.data, status.ctypes.data, crcs.ctypes.data, jobs.shape[1] * 8
-
         probe = 1 if _CACHED is None else 0 if _CACHED else 2
 
         def gather(i0, i1):
