@@ -21,7 +21,8 @@
 #      longer side SIZE: 1080p -> SIZE x SIZE*9/16, no letterbox padding,
 #      so 0.56x our u8 bytes per sample);
 #   3. reads every file twice to warm the page cache, then ROUNDS times, each
-#      reader in turn (one function each below): cat of the shard files,
+#      reader in turn (one function each below; each reads its files into the
+#      page cache again first, after the cold runs before it): cat of the shard files,
 #      `warehouse-etl load` (sequential and global shuffle, checked and
 #      --no-verify-samples), numpy read_batch (checked and verify_samples=False), our make_loader with 0, 1 and 2
 #      reader threads (checked and verify_samples=False), FFCV's Loader with
@@ -102,6 +103,11 @@ if "first_samples" in r and kind == "warm":
     tee -a "$results" >&2
 }
 evict() { "$PY" bench/evict.py "$@"; }
+# warm FILES...: read them into the page cache again. Every reader's warm and first-epoch
+# runs start warm: the cold runs of the reader before (and randread) evicted the files, and
+# a first epoch that found them evicted measured the disk, and the torch loader's advice
+# that follows a cold epoch, instead.
+warm() { cat "$@" >/dev/null; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }
 
@@ -110,6 +116,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }
 cat_reader() {
   local d=${dir[$1]} files t0 t1 bytes
   files=("$d"/shards/*)
+  warm "${files[@]}"
   bytes=$(cat "${files[@]}" | wc -c)
   t0=$(now); for _ in $(seq "$EPOCHS"); do cat "${files[@]}"; done >/dev/null; t1=$(now)
   line "cat-$1" warm $((n * EPOCHS)) "$(secs "$t0" "$t1")" $((bytes * EPOCHS))
@@ -124,6 +131,7 @@ cat_reader() {
 # the shards from the page cache, COLD_EPOCHS one-epoch processes (cold).
 go_reader() {
   local d=${dir[$1]} label=go-load-$2-$1${3:+-unchecked} j
+  warm "$d"/shards/*
   j=$("$WH" load --tensor-warehouse "$d" --batch "$BATCH" --epochs $((EPOCHS + 1)) --shuffle "$2" --json --quiet ${3:+"$3"})
   record "$label" "$("$PY" -c 'import json, sys; r = json.loads(sys.argv[1]); print(json.dumps({"samples": r["later_epochs_samples"], "seconds": r["later_epochs_seconds"], "bytes": r["later_epochs_bytes"]}))' "$j")"
   record "$label" "$("$WH" load --tensor-warehouse "$d" --batch "$BATCH" --epochs 1 --shuffle "$2" --json --quiet ${3:+"$3"})" first
@@ -135,6 +143,7 @@ go_reader() {
 # numpy_reader DTYPE [--no-verify]: read_batch into reused arrays, global shuffle.
 numpy_reader() {
   local d=${dir[$1]} label=numpy-global-$1
+  warm "$d"/shards/*
   [ "${2:-}" = --no-verify ] && label+=-unchecked
   record "$label" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" ${2:+"$2"})"
   record "$label" "$("$PY" bench/read_python.py numpy --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --cold "$d/shards" ${2:+"$2"})" cold
@@ -142,12 +151,14 @@ numpy_reader() {
 # torch_reader DTYPE THREADS [--no-verify | --read-ahead=0]: make_loader, global shuffle.
 torch_reader() {
   local d=${dir[$1]} label=torch-w$2-$1
+  warm "$d"/shards/*
   case ${3:-} in --no-verify) label+=-unchecked ;; --read-ahead=0) label+=-ra0 ;; esac
   record "$label" "$("$PY" bench/read_python.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$EPOCHS" --workers "$2" ${3:+"$3"})"
   record "$label" "$("$PY" bench/read_python.py torch --tensor-warehouse "$d" --batch "$BATCH" --epochs "$COLD_EPOCHS" --workers "$2" --cold "$d/shards" ${3:+"$3"})" cold
 }
 # ffcv_reader WORKERS: FFCV's Loader, random order.
 ffcv_reader() {
+  warm "$beton"
   record "ffcv-w$1" "$("$PY" bench/read_ffcv.py read --beton "$beton" --batch "$BATCH" --epochs "$EPOCHS" --workers "$1")"
   record "ffcv-w$1" "$("$PY" bench/read_ffcv.py read --beton "$beton" --batch "$BATCH" --epochs "$COLD_EPOCHS" --workers "$1" --cold)" cold
 }
@@ -170,6 +181,7 @@ for round in $(seq "$ROUNDS"); do
     torch_reader "$dtype" 0 --no-verify
     torch_reader "$dtype" 1 --no-verify
     # A mixture of the warehouse with itself (weights 1:1): what mixing costs on top (reading.md "Mixtures").
+    warm "${dir[$dtype]}"/shards/*
     record "torch-mix-w2-$dtype" "$("$PY" bench/read_python.py torch --mix "${dir[$dtype]}=1" --mix "${dir[$dtype]}=1" --batch "$BATCH" --epochs "$EPOCHS" --workers 2)"
   done
   for w in 1 2; do ffcv_reader "$w"; done
