@@ -479,7 +479,7 @@ static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
 #endif
 
 #ifndef COPYCRC_FOLD_ONLY
-/* Calls that copy this many bytes or more store past the caches (STREAM_ENTRY; x86-64):
+/* Copies of this many bytes or more store past the caches (STREAM_ENTRY; x86-64):
  * a destination that large (read_batch's batches are megabytes) is not read back from
  * the caches anyway. set_stream_bytes changes it, for tests and benchmarks. */
 static size_t stream_bytes = 256 << 10;
@@ -812,7 +812,8 @@ static PyObject *set_level(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 PyDoc_STRVAR(set_stream_bytes_doc,
              "set_stream_bytes(n) -> previous n\n\n"
-             "copy_crc32c calls that copy n bytes or more (256 KiB unless changed) store past\n"
+             "copy_crc32c calls that copy n bytes or more (256 KiB unless changed), and\n"
+             "gather_rows' images (checked or not) and compact regions that large, store past\n"
              "the caches (MOVNTDQ, x86-64): a destination that large is not read back from\n"
              "them, and the stores skip reading each line first. For tests and benchmarks:\n"
              "not thread-safe.");
