@@ -106,7 +106,7 @@ class CopyPaths(unittest.TestCase):
         self.addCleanup(wh.close)
         idx = np.random.default_rng(5).permutation(len(wh))
         out = {}
-        for gather in ((whmod._GATHER, None) if whmod._GATHER is not None else (None,)):
+        for gather in dict.fromkeys((whmod._GATHER, None)):  # compiled (where built), run by run
             for cached in (True, False):
                 before = wh.cold_runs
                 with mock.patch.object(whmod, "_CACHED", cached), mock.patch.object(whmod, "_GATHER", gather):
@@ -157,7 +157,7 @@ class CopyPaths(unittest.TestCase):
             ref = Reference(fx, wh.image_dtype, wh.box_dtype, wh.image_shape, l.max_boxes, l.extra_f32)
             perm = np.random.default_rng(11).permutation(len(wh))
             batches = [np.array([0, 5, 2, 1])] + [perm[i:i + 6] for i in range(0, len(wh) - 5, 6)]
-            for gather in {whmod._GATHER, None}:
+            for gather in dict.fromkeys((whmod._GATHER, None)):
                 for cached in (True, False):
                     with mock.patch.object(whmod, "_CACHED", cached), mock.patch.object(whmod, "_GATHER", gather):
                         for idx in batches:

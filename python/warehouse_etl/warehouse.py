@@ -1035,11 +1035,11 @@ _PARALLEL_BYTES = 4 << 20  # the least batch a read_batch copies in several thre
 _MAX_COPY_THREADS = 4  # threads copying one read_batch, the calling one included
 
 _copy_local = threading.local()  # .limit: copy_threads' n in this thread
+# The compiled read of a batch's samples (_gather), where the package's compiled part has it.
+_GATHER = getattr(_crc32c.COPY_CRC, "gather_rows", None)
 # This process's copy threads (parts - 1 of them; see _copy_parts). Separate from the
 # checker threads (_crc32c.checker), whose queue of check_ahead jobs a copy must not wait
 # behind.
-# The compiled read of a batch's samples (_gather), where the package's compiled part has it.
-_GATHER = getattr(_crc32c.COPY_CRC, "gather_rows", None)
 _copier = _crc32c.ProcessThreads(lambda: _MAX_COPY_THREADS - 1, "warehouse-copy")
 
 
