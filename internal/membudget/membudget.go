@@ -152,6 +152,10 @@ func (b *Budget) collect() {
 	// resident set follows what is reserved.
 	debug.FreeOSMemory()
 	b.mu.Lock()
+	// Another collect (a waiter's pressure and a ReleaseGarbage run at
+	// once) may have given these bytes back already: only what is still
+	// counted as garbage is.
+	garbage = min(garbage, b.garbage)
 	b.used -= garbage
 	b.garbage -= garbage
 	b.wake()
