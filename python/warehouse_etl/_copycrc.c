@@ -584,6 +584,29 @@ PyDoc_STRVAR(crc32c_rows_doc,
 
 #define MAX_ROW_PARTS 16
 
+/* parts, a tuple of at most MAX_ROW_PARTS (address, row bytes) pairs, into part (and
+ * its count into *k, the sum of the row bytes into *total); -1 with an exception set
+ * when it is not one. */
+static int row_parts(PyObject *parts, const char *name, unsigned long long part[MAX_ROW_PARTS][2], Py_ssize_t *k,
+                     size_t *total) {
+    *k = PyTuple_GET_SIZE(parts);
+    if (*k > MAX_ROW_PARTS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd parts, at most %d", name, *k, MAX_ROW_PARTS);
+        return -1;
+    }
+    *total = 0;
+    for (Py_ssize_t i = 0; i < *k; i++) {
+        PyObject *p = PyTuple_GET_ITEM(parts, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: part %zd is not an (address, row bytes) pair", name, i);
+            return -1;
+        }
+        if (unsigned_args(&PyTuple_GET_ITEM(p, 0), 2, 2, name, part[i]) < 0) return -1;
+        *total += (size_t)part[i][1];
+    }
+    return 0;
+}
+
 static PyObject *crc32c_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "crc32c_rows takes a tuple of (address, row bytes) pairs, a row and a register");
@@ -591,25 +614,15 @@ static PyObject *crc32c_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     unsigned long long a[2];
     if (unsigned_args(args + 1, 2, 2, "crc32c_rows", a) < 0 || check_ready("crc32c_rows", a[1]) < 0) return NULL;
-    Py_ssize_t k = PyTuple_GET_SIZE(args[0]);
-    if (k > MAX_ROW_PARTS) {
-        PyErr_Format(PyExc_ValueError, "crc32c_rows: %zd parts, at most %d", k, MAX_ROW_PARTS);
-        return NULL;
-    }
     unsigned long long part[MAX_ROW_PARTS][2];
-    size_t total = 0;
+    Py_ssize_t k;
+    size_t total;
+    if (row_parts(args[0], "crc32c_rows", part, &k, &total) < 0) return NULL;
     for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *p = PyTuple_GET_ITEM(args[0], i);
-        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) {
-            PyErr_Format(PyExc_TypeError, "crc32c_rows: part %zd is not an (address, row bytes) pair", i);
-            return NULL;
-        }
-        if (unsigned_args(&PyTuple_GET_ITEM(p, 0), 2, 2, "crc32c_rows part", part[i]) < 0) return NULL;
         if (part[i][1] && a[0] >= ((unsigned long long)SIZE_MAX - part[i][0]) / part[i][1]) {
             PyErr_Format(PyExc_OverflowError, "crc32c_rows: row %llu of part %zd overflows", a[0], i);
             return NULL;
         }
-        total += (size_t)part[i][1];
     }
     uint32_t reg = (uint32_t)a[1];
 #if HAVE_FOLD
@@ -709,23 +722,11 @@ static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
         unsigned_args(&PyTuple_GET_ITEM(args[2], 0), 5, 5, "gather_rows params", p) < 0 ||
         check_ready("gather_rows", 0) < 0)
         return NULL;
-    PyObject *small = PyTuple_GET_ITEM(args[2], 5);
-    Py_ssize_t ns = PyTuple_GET_SIZE(small);
-    if (ns > MAX_ROW_PARTS) {
-        PyErr_Format(PyExc_ValueError, "gather_rows: %zd small parts, at most %d", ns, MAX_ROW_PARTS);
-        return NULL;
-    }
     unsigned long long part[MAX_ROW_PARTS][2];
-    size_t row_total = (size_t)p[1];
-    for (Py_ssize_t i = 0; i < ns; i++) {
-        PyObject *q = PyTuple_GET_ITEM(small, i);
-        if (!PyTuple_Check(q) || PyTuple_GET_SIZE(q) != 2) {
-            PyErr_Format(PyExc_TypeError, "gather_rows: small part %zd is not an (address, row bytes) pair", i);
-            return NULL;
-        }
-        if (unsigned_args(&PyTuple_GET_ITEM(q, 0), 2, 2, "gather_rows small part", part[i]) < 0) return NULL;
-        row_total += (size_t)part[i][1];
-    }
+    Py_ssize_t ns;
+    size_t small_total;
+    if (row_parts(PyTuple_GET_ITEM(args[2], 5), "gather_rows small", part, &ns, &small_total) < 0) return NULL;
+    size_t row_total = (size_t)p[1] + small_total;
     if (p[1] && (p[2] > (1u << 20) || p[3] > (1u << 20) || p[4] > (1u << 20) || p[2] * p[3] * p[4] > p[1])) {
         PyErr_Format(PyExc_ValueError, "gather_rows: %llu x %llu x %llu planes do not fit %llu image bytes", p[2], p[3],
                      p[4], p[1]);

@@ -728,16 +728,8 @@ class Warehouse:
                 self._verified[gi] = True
                 with self._count_lock:
                     self.samples_verified += pos.shape[0]
-            else:  # shard by shard, for the error (and the marks of those that passed)
-                kk = ss[pos]
-                cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [pos.shape[0]]
-                for c0, c1 in zip(cuts[:-1], cuts[1:]):
-                    k = int(kk[c0])
-                    bad = self._compare(self._shards[k], k, ll[pos[c0:c1]], got[c0:c1])
-                    if bad is not None:
-                        r = int(rows[pos[c0 + bad[0]]])
-                        if first_bad is None or r < first_bad[0]:
-                            first_bad = (r, bad[1])
+            else:
+                first_bad = self._first_mismatch(ss[pos], ll[pos], got, rows[pos])
         if not skipped:
             return None, None, first_bad
         left = np.flatnonzero(status)
@@ -940,13 +932,24 @@ class Warehouse:
                 with self._count_lock:
                     self.samples_verified += got.shape[0]
             else:
-                for k, a, e in segs:
-                    bad = self._compare(self._shards[k], k, lp[a:e], got[a:e])
-                    if bad is not None:
-                        r = int(rows[pos[a + bad[0]]])
-                        if first_bad is None or r < first_bad[0]:
-                            first_bad = (r, bad[1])
+                first_bad = self._first_mismatch(kk, lp, got, rows[pos])
         return first_bad
+
+    def _first_mismatch(self, kk, lp, got, got_rows):
+        """After a batch's CRCs ``got`` of samples ``lp`` of shards ``kk`` (shard by
+        shard), read into rows ``got_rows``, did not all match the tables: each shard's
+        compared (_compare: those that pass marked and counted); the first mismatch in row
+        order as (row, WarehouseError)."""
+        cuts = [0] + (np.flatnonzero(np.diff(kk)) + 1).tolist() + [kk.shape[0]]
+        first = None
+        for a, e in zip(cuts[:-1], cuts[1:]):
+            k = int(kk[a])
+            bad = self._compare(self._shards[k], k, lp[a:e], got[a:e])
+            if bad is not None:
+                r = int(got_rows[a + bad[0]])
+                if first is None or r < first[0]:
+                    first = (r, bad[1])
+        return first
 
     # read_batch gathers the small sections (boxes, mask, records, extras) and copies
     # cached image runs from the shard's mapping; a reader whose files can be replaced or
