@@ -212,6 +212,11 @@ class Warehouse:
         self._crc_all = np.zeros(self._n, dtype=np.uint32)
         self._has_crc = np.zeros(len(self._shards), dtype=bool)
         self._addr = self._addr_pid = None  # _gather's addresses of each mapped shard (_addresses)
+        # The layout's small sections (boxes, mask, records, extras) and the bytes a sample
+        # copies (image, boxes, mask), worked out once: a read_batch is tens of us of Python.
+        self._small = layout.small_sections()
+        self._row_bytes = layout.image_bytes + layout.box_bytes + layout.mask_bytes
+        self._slots = np.arange(layout.max_boxes)[None, :]  # class_index: -1 from box_count on
         self.shard_starts = np.array([e["first_sample"] for e in manifest["shards"]], dtype=np.int64)
         self._starts_end = np.append(self.shard_starts, self._n)
         self.image_dtype, self.box_dtype = layout.image_dtype, layout.box_dtype
@@ -618,20 +623,40 @@ class Warehouse:
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         b = idx.shape[0]
-        if b and (int(idx.min()) < 0 or int(idx.max()) >= self._n):
-            bad = int(idx[(idx < 0) | (idx >= self._n)][0])
-            raise IndexError(f"{self.dir}: sample {bad} out of range [0, {self._n})")
+        order = self._in_range(idx)
         dest = None if rows is None or out is None else np.asarray(rows, dtype=np.int64).reshape(-1)
         if dest is not None:
             n_out = (out["index"] if isinstance(out, dict) else out.index).shape[0]
             if dest.shape[0] != b or (b and (int(dest.min()) < 0 or int(dest.max()) >= n_out)):
                 raise ValueError(f"read_batch: rows {dest.tolist()[:8]}...: want {b} rows of out's {n_out}")
         out = self.allocate_batch(b) if out is None else self._check_out(out, b if dest is None else n_out)
+        return self._read_checked(idx, order, out, dest)
+
+    def _in_range(self, idx):
+        """``np.argsort(idx, kind="stable")`` of int64 indices idx, after an IndexError
+        for the first out of range."""
+        order = np.argsort(idx, kind="stable")
+        if order.shape[0] and (idx[order[0]] < 0 or idx[order[-1]] >= self._n):
+            bad = int(idx[(idx < 0) | (idx >= self._n)][0])
+            raise IndexError(f"{self.dir}: sample {bad} out of range [0, {self._n})")
+        return order
+
+    def _read_into(self, indices, out):
+        """read_batch(indices, out=out) for a caller whose out it made itself, the arrays
+        of :meth:`allocate_batch` exactly (the torch loader's, carved from its batch
+        memory): without read_batch's checks of out, tens of us a batch. A reader with a
+        read_batch of its own (the S3 reader's fetches the shards first) runs that."""
+        if type(self).read_batch is not Warehouse.read_batch:
+            return self.read_batch(indices, out=out)
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        return self._read_checked(idx, self._in_range(idx), out, None)
+
+    def _read_checked(self, idx, order, out, dest):
+        """read_batch, its arguments checked: ``order`` is _in_range(idx)."""
         out["index"][slice(None) if dest is None else dest] = idx
-        if b == 0:
+        if idx.shape[0] == 0:
             return out
-        l = self.layout
-        got = self._gather(idx, out, dest)
+        got = self._gather(idx, out, dest, order)
         if got is None:
             first_bad = self._read_runs(idx, out, dest)
         else:  # what it left (pages not in the page cache) is read run by run
@@ -645,20 +670,20 @@ class Warehouse:
         rec = out["records"]
         counts = rec["box_count"]
         out["box_count"][:] = counts
-        if l.max_boxes:
-            np.copyto(out["class_index"], np.where(np.arange(l.max_boxes)[None, :] < counts[:, None].astype(np.int64),
-                                                   rec["class_index"], -1))
+        if self.layout.max_boxes:
+            np.copyto(out["class_index"], np.where(self._slots < counts[:, None], rec["class_index"], -1))
         return out
 
-    def _gather(self, idx, out, dest):
+    def _gather(self, idx, out, dest, order=None):
         """read_batch's reads from the shards' mappings in one compiled call per copy thread
         (``_copycrc.gather_rows``, where the package's compiled part has it): the batch's
         addresses worked out in a few whole-batch numpy steps, then each sample's image
         (a compact one restored), small rows and, where it is to be checked, its CRC-32C in
         C, the GIL released, with no Python per sample or run (which cost 23-34 us a sample
         warm, the copies aside, against 8-10 now; docs/performance.md, "A batch in one
-        compiled call"). The
-        CRCs are compared with the checksum tables in one step.
+        compiled call"). The CRCs are compared with the checksum tables in one step.
+        ``order`` is ``np.argsort(idx, kind="stable")`` when the caller has it: shard by
+        shard in file order, as the global indices are.
 
         Returns None where that call is not there, the reader does not map its shards (the
         S3 reader) or mincore is missing: read_batch reads run by run instead. Else
@@ -668,37 +693,35 @@ class Warehouse:
         mismatch in row order as (row, WarehouseError), or None."""
         if _GATHER is None or not self._map_sections or _mincore is None:
             return None
-        l = self.layout
         b = idx.shape[0]
-        small = l.small_sections()
-        shard_of, local = self._locate_all(idx)
-        order = np.lexsort((local, shard_of))  # shard by shard, in file order
-        ss, ll = shard_of[order], local[order]
+        if order is None:
+            order = np.argsort(idx, kind="stable")
+        sidx = idx[order]
+        ss = np.searchsorted(self.shard_starts, sidx, side="right") - 1
+        ll = sidx - self.shard_starts[ss]
         rows = order if dest is None else dest[order]
-        addr = self._addresses()
-        miss = addr[ss, 0] == 0
-        if miss.any():  # opened and mapped here (a shard that fails raises as a read would)
-            for k in np.unique(ss[miss]).tolist():
-                self._map_addresses(addr, k)
-        a = addr[ss]
-        jobs = np.empty((b, 4 + len(small)), dtype=np.int64)
-        compact = a[:, 2] != 0
-        jobs[:, 0] = np.where(compact, a[:, 0], a[:, 1] + ll * l.image_bytes)
-        jobs[:, 1] = np.where(compact, a[:, 2] + ll * _compact.ENTRY.itemsize, 0)
+        tab = self._addresses()
+        t = tab[ss]
+        if not t[:, 0, 0].all():  # opened and mapped here (a shard that fails raises as a read would)
+            for k in np.unique(ss[t[:, 0, 0] == 0]).tolist():
+                self._map_addresses(tab, k)
+            t = tab[ss]
+        jobs = t[:, 1] * ll[:, None]  # each address: the shard's base + sample * its stride
+        jobs += t[:, 0]
         jobs[:, 2] = rows
         if self.verify_samples is True:  # first reads; a sample twice in the batch checked once
-            need = ~self._verified[idx[order]]
+            need = ~self._verified[sidx]
             if b > 1:
-                need[1:] &= (ss[1:] != ss[:-1]) | (ll[1:] != ll[:-1])
+                need[1:] &= sidx[1:] != sidx[:-1]
         elif self.verify_samples:
             need = self._has_crc[ss]
         else:
-            need = np.zeros(b, dtype=bool)
-        jobs[:, 3] = need | (a[:, 3] << 8)
-        if small:
-            jobs[:, 4:] = a[:, 4:] + ll[:, None] * np.array([size for _, size in small], dtype=np.int64)
+            need = None
+        if need is not None:
+            jobs[:, 3] |= need
         status = np.empty(b, dtype=np.uint8)
         crcs = np.empty(b, dtype=np.uint32)
+        l, small = self.layout, self._small
         params = (out["images"].ctypes.data, l.image_bytes, l.channels, l.height, l.width,
                   tuple((out[sec].ctypes.data, size) for sec, size in small))
         jp, sp, cp, step = jobs.ctypes.data, status.ctypes.data, crcs.ctypes.data, jobs.shape[1] * 8
@@ -707,7 +730,7 @@ class Warehouse:
         def gather(i0, i1):
             return _GATHER(jp + i0 * step, i1 - i0, params, sp + i0, cp + 4 * i0, probe)
 
-        parts = min(_copy_parts(b * (l.image_bytes + l.box_bytes + l.mask_bytes)), b)
+        parts = min(_copy_parts(b * self._row_bytes), b)
         if parts > 1:  # contiguous shares of the sorted samples; the calling thread takes the first
             cuts = [b * j // parts for j in range(parts + 1)]
             pool = _copier.get()
@@ -719,43 +742,49 @@ class Warehouse:
             skipped += sum(f.result() for f in futures)
         else:
             skipped = gather(0, b)
-        checked = need & (status == 0) if skipped else need
         first_bad = None
-        if checked.any():
-            pos = np.flatnonzero(checked)
-            got, gi = crcs[pos], idx[order[pos]]
-            if np.array_equal(got, self._crc_all[gi]):  # as a rule
-                self._verified[gi] = True
-                with self._count_lock:
-                    self.samples_verified += pos.shape[0]
-            else:
-                first_bad = self._first_mismatch(ss[pos], ll[pos], got, rows[pos])
+        if need is not None:
+            pos = np.flatnonzero(need & (status == 0) if skipped else need)
+            if pos.shape[0]:
+                got, gi = crcs[pos], sidx[pos]
+                if np.array_equal(got, self._crc_all[gi]):  # as a rule
+                    self._verified[gi] = True
+                    with self._count_lock:
+                        self.samples_verified += pos.shape[0]
+                else:
+                    first_bad = self._first_mismatch(ss[pos], ll[pos], got, rows[pos])
         if not skipped:
             return None, None, first_bad
         left = np.flatnonzero(status)
-        return idx[order[left]], rows[left], first_bad
+        return sidx[left], rows[left], first_bad
 
     def _addresses(self):
         """_gather's table of each shard's addresses in this process's mappings, int64
-        [shards, 4 + small sections]: the mapping, its images, its compact table (0: not
-        compact), the pad value, then each small section; a row of zeros until the shard
-        is mapped (_map_addresses). Made again in a forked process, whose shards are
-        opened and mapped again."""
-        addr = self._addr
-        if addr is None or self._addr_pid != os.getpid():
-            addr = np.zeros((len(self._shards), 4 + len(self.layout.small_sections())), dtype=np.int64)
-            self._addr, self._addr_pid = addr, os.getpid()
-        return addr
+        [shards, 2, 4 + small sections]: [k, 0] the bases, [k, 1] the strides, a sample's
+        addresses being base + sample * stride. The columns: its image (a compact shard's:
+        the mapping, stride 0), its compact table entry (0, stride 0: not compact), the
+        row (0: _gather's), the pad value << 8 (stride 0), then each small section; a row
+        of zeros until the shard is mapped (_map_addresses). Made again in a forked
+        process, whose shards are opened and mapped again."""
+        tab = self._addr
+        if tab is None or self._addr_pid != os.getpid():
+            tab = np.zeros((len(self._shards), 2, 4 + len(self._small)), dtype=np.int64)
+            self._addr, self._addr_pid = tab, os.getpid()
+        return tab
 
-    def _map_addresses(self, addr, k):
-        """Shard k opened and mapped, its row of ``addr`` (_addresses) filled in."""
+    def _map_addresses(self, tab, k):
+        """Shard k opened and mapped, its rows of ``tab`` (_addresses) filled in."""
         sh = self._shard(k)
         self._mapping(sh)
-        s, base = sh.sections, sh.base
+        s, base, l = sh.sections, sh.base, self.layout
         table = s["compact_table"]
-        row = [base, base + s["image"], 0 if table is None else table.ctypes.data, int(s["pad"] or 0)]
-        addr[k, 1:] = row[1:] + [base + s[sec] for sec, _ in self.layout.small_sections()]
-        addr[k, 0] = base  # last: a row is whole once its mapping's address is there
+        if table is None:
+            row, stride = [base + s["image"], 0], [l.image_bytes, 0]
+        else:
+            row, stride = [base, table.ctypes.data], [0, _compact.ENTRY.itemsize]
+        tab[k, 1] = stride + [0, 0] + [size for _, size in self._small]
+        tab[k, 0, 1:] = row[1:] + [0, int(s["pad"] or 0) << 8] + [base + s[sec] for sec, _ in self._small]
+        tab[k, 0, 0] = row[0]  # last: a row is whole once its image's address is there
 
     def _read_runs(self, idx, out, dest):
         """read_batch's reads of samples ``idx`` into rows ``dest`` of ``out`` (None: row r
