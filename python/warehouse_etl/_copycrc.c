@@ -479,9 +479,10 @@ static uint32_t only_fold(const uint8_t *src, size_t n, uint32_t reg) {
 #endif
 
 #ifndef COPYCRC_FOLD_ONLY
-/* Copies of this many bytes or more store past the caches (STREAM_ENTRY; x86-64):
- * a destination that large (read_batch's batches are megabytes) is not read back from
- * the caches anyway. set_stream_bytes changes it, for tests and benchmarks. */
+/* Copies of this many bytes or more (copy_crc32c), and gather_rows calls that write this
+ * many bytes of images or more, store past the caches (STREAM_ENTRY; x86-64): a
+ * destination that large (read_batch's batches are megabytes) is not read back from the
+ * caches anyway. set_stream_bytes changes it, for tests and benchmarks. */
 static size_t stream_bytes = 256 << 10;
 
 /* Arguments: ints, n of them; each converted with PyLong_AsUnsignedLongLong (a negative
@@ -647,11 +648,11 @@ static int resident(const uint8_t *p, uintptr_t page) {
     return mincore((void *)a, 1, (void *)&v) == 0 && (v & 1);
 }
 
-/* n bytes copied; with check, the register continued over them in the same pass. A copy of
- * stream_bytes or more goes through the fold either way, for its stores past the caches
- * (unchecked, its CRC is dropped: the fold runs while the loads wait for memory). Into a
- * batch the training loop has not held for a while, that made warm unchecked reads 6-23%
- * faster (docs/performance.md, "A batch in one compiled call"). */
+/* n bytes copied; with check, the register continued over them in the same pass. With
+ * stream (a call writing stream_bytes or more) it goes through the fold either way, for
+ * its stores past the caches (unchecked, its CRC is dropped: the fold runs while the loads
+ * wait for memory). Into a batch the training loop has not held for a while, that made
+ * warm unchecked reads 6-23% faster (docs/performance.md, "A batch in one compiled call"). */
 static inline uint32_t copy_checked(uint8_t *dst, const uint8_t *src, size_t n, uint32_t reg, int check, int stream) {
     if (check) return copy_fold(dst, src, n, reg, stream);
     if (stream) (void)copy_fold(dst, src, n, reg, 1);
@@ -662,15 +663,15 @@ static inline uint32_t copy_checked(uint8_t *dst, const uint8_t *src, size_t n, 
 /* A compact sample (docs/format/shard.md, "Compact images") restored into its image at
  * dst (c planes of height x width): the pad around the entry's rectangle, the region at
  * src (c x h x w bytes, stored back to back) inside it, each byte written once; with
- * check, the register continued over the region as stored. */
+ * check, the register continued over the region as stored. stream: a band of whole rows
+ * is stored past the caches (the pad, through them: streamed too it was slower). */
 static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size_t height, size_t width, size_t x,
-                                size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg) {
+                                size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream) {
     size_t plane = height * width, n = w * h;
     if (!n) {
         memset(dst, pad, c * plane);
         return reg;
     }
-    int stream = n * c >= stream_bytes;
     for (size_t ch = 0; ch < c; ch++) {
         uint8_t *d = dst + ch * plane;
         const uint8_t *s = src + ch * n;
@@ -744,7 +745,10 @@ static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     uint8_t *images = (uint8_t *)(uintptr_t)p[0];
     size_t img = (size_t)p[1], c = (size_t)p[2], height = (size_t)p[3], width = (size_t)p[4];
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    int stream = img >= stream_bytes, probe = (int)st[2];
+    /* The images this call writes, stream_bytes or more: stored past the caches (a batch of
+     * megabytes is not read back from them), a compact sample's region too, which alone
+     * may be less (384x216x3 is 243 KiB): that made warm compact reads 15-25% faster. */
+    int stream = img && n >= stream_bytes / img + (stream_bytes % img != 0), probe = (int)st[2];
     PyThreadState *released = release_for(n * row_total);
     for (size_t i = 0; i < n; i++) {
         const int64_t *job = jobs + i * cols;
@@ -766,7 +770,8 @@ static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
                 continue;
             }
             if (check) reg = only_fold(e, 16, reg);
-            reg = restore_compact(dst, src, c, height, width, xywh[0], xywh[1], xywh[2], xywh[3], pad, check, reg);
+            reg = restore_compact(dst, src, c, height, width, xywh[0], xywh[1], xywh[2], xywh[3], pad, check, reg,
+                                  stream);
         } else if (img) {
             const uint8_t *src = (const uint8_t *)(uintptr_t)job[0];
             if (probe == 2 || (probe && !resident(src + img - 1, page))) {
@@ -814,10 +819,10 @@ static PyObject *set_level(PyObject *self, PyObject *const *args, Py_ssize_t nar
 PyDoc_STRVAR(set_stream_bytes_doc,
              "set_stream_bytes(n) -> previous n\n\n"
              "copy_crc32c calls that copy n bytes or more (256 KiB unless changed), and\n"
-             "gather_rows' images (checked or not) and compact regions that large, store past\n"
-             "the caches (MOVNTDQ, x86-64): a destination that large is not read back from\n"
-             "them, and the stores skip reading each line first. For tests and benchmarks:\n"
-             "not thread-safe.");
+             "gather_rows calls whose images come to n bytes or more (their images, checked or\n"
+             "not, and compact regions), store past the caches (MOVNTDQ, x86-64): a destination\n"
+             "that large is not read back from them, and the stores skip reading each line\n"
+             "first. For tests and benchmarks: not thread-safe.");
 
 static PyObject *set_stream_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     unsigned long long a[1];
