@@ -7,6 +7,7 @@ import os
 import platform
 import unittest
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -248,8 +249,9 @@ class CopyCRC(unittest.TestCase):
         further in, an empty region; several pad values), each with small rows of 3 sizes;
         rows out of order, every byte of the batch written, the CRCs of the samples to check
         the tables' (entry, region as stored, then the small rows), the others' untouched;
-        probe 2 leaves every sample alone, probe 0 none; at every fold level, storing
-        through the caches and past them."""
+        probe 2 leaves every sample alone, probe 0 none; the samples taken through a shared
+        claims counter by one call and by three threads at once, each exactly once; at every
+        fold level, storing through the caches and past them."""
         m = need_copycrc(self)
         for mode in self.modes(m):
             for compact, elem in ((False, 1), (False, 2), (True, 1)):
@@ -284,13 +286,22 @@ class CopyCRC(unittest.TestCase):
             image_at, entry_at = [src.ctypes.data + j * img for j in range(n)], [0] * n
         jobs = np.array([[image_at[j], entry_at[j], order[j], check[j] | pads[j] << 8] +
                          [a.ctypes.data + j * a.shape[1] for a in small_src] for j in range(n)], dtype=np.int64)
-        for probe in (1, 0, 2):
+        # Each probe in one call; then every sample taken through a shared claims counter,
+        # by one call and by three threads at once.
+        for probe, threads in ((1, 0), (0, 0), (2, 0), (1, 1), (1, 3), (2, 3)):
             out_img = np.full((n, img), 0xA5, np.uint8)
             out_small = [np.full((n, z), 0xA5, np.uint8) for z in sizes]
             status = np.full(n, 9, np.uint8)
             crcs = np.full(n, 0xDEADBEEF, np.uint32)
             params = (out_img.ctypes.data, img, c, h, w, tuple((a.ctypes.data, a.shape[1]) for a in out_small))
-            skipped = m.gather_rows(jobs.ctypes.data, n, params, status.ctypes.data, crcs.ctypes.data, probe)
+            args = (jobs.ctypes.data, n, params, status.ctypes.data, crcs.ctypes.data, probe)
+            if threads:
+                claims = np.zeros(1, np.int64)
+                with ThreadPoolExecutor(threads) as pool:
+                    skipped = sum(pool.map(lambda _: m.gather_rows(*args, claims.ctypes.data), range(threads)))
+                self.assertEqual(int(claims[0]), n + threads)  # each call's last claim finds none left
+            else:
+                skipped = m.gather_rows(*args)
             if probe == 2:
                 self.assertEqual((skipped, status.tolist()), (n, [1] * n))
                 self.assertTrue((out_img == 0xA5).all() and all((a == 0xA5).all() for a in out_small))
@@ -298,12 +309,12 @@ class CopyCRC(unittest.TestCase):
             self.assertEqual((skipped, status.tolist()), (0, [0] * n))
             for j in range(n):
                 r = order[j]
-                self.assertEqual(out_img[r].tobytes(), want_img[j].tobytes(), (probe, j))
+                self.assertEqual(out_img[r].tobytes(), want_img[j].tobytes(), (probe, threads, j))
                 rows = b"".join(b[j].tobytes() for b in small_src)
                 for a, b in zip(out_small, small_src):
-                    self.assertEqual(a[r].tobytes(), b[j].tobytes(), (probe, j))
+                    self.assertEqual(a[r].tobytes(), b[j].tobytes(), (probe, threads, j))
                 want = crc32c_bitwise(np.frombuffer(stored[j] + rows, np.uint8)) if check[j] else 0xDEADBEEF
-                self.assertEqual(int(crcs[j]), want, (probe, j))
+                self.assertEqual(int(crcs[j]), want, (probe, threads, j))
 
     def test_bad_arguments(self):
         m = need_copycrc(self)
@@ -338,7 +349,9 @@ class CopyCRC(unittest.TestCase):
                           ((p, 0, (p, 8, 1, 1, 8, small * 17), p, p, 1), ValueError),
                           ((p, 0, (p, 8, 3, 1, 8, small), p, p, 1), ValueError),
                           ((p, 0, (p, 8, 1, 1 << 21, 1, small), p, p, 1), ValueError),
-                          ((p, -1, (p, 8, 1, 1, 8, small), p, p, 1), OverflowError)):
+                          ((p, -1, (p, 8, 1, 1, 8, small), p, p, 1), OverflowError),
+                          ((p, 0, (p, 8, 1, 1, 8, small), p, p, 1, 1.0), TypeError),
+                          ((p, 0, (p, 8, 1, 1, 8, small), p, p, 1, p, p), TypeError)):
             with self.subTest(gather_rows=args), self.assertRaises(err):
                 m.gather_rows(*args)
         self.assertEqual(m.gather_rows(p, 0, (p, 8, 1, 1, 8, small), p, p, 1), 0)
@@ -639,9 +652,10 @@ class VerifySamples(unittest.TestCase):
 
     def test_batch_in_one_call(self):
         """Where the compiled part has gather_rows, a batch is read in one call per copy
-        thread: first reads copied and checked there, each sample once (a sample twice in
-        a batch once), nothing checked again on a second read, none of the run-by-run
-        checks used; the arrays are the unchecked read's, with one copy thread and three."""
+        thread (the threads sharing the batch's samples through gather_rows' claims): first
+        reads copied and checked there, each sample once (a sample twice in a batch once),
+        nothing checked again on a second read, none of the run-by-run checks used; the
+        arrays are the unchecked read's, with one copy thread and three."""
         from unittest import mock
 
         from warehouse_etl import _compact
@@ -651,11 +665,11 @@ class VerifySamples(unittest.TestCase):
         gather = whmod._GATHER
         calls = []
 
-        def counting(jobs, n, params, status, crcs, probe):
+        def counting(jobs, n, params, status, crcs, probe, *claims):
             rows = np.frombuffer((ctypes.c_int64 * (n * (4 + len(params[5])))).from_address(jobs), np.int64)
             rows = rows.reshape(n, -1)
-            calls.append((n, rows[rows[:, 3] & 1 == 1, 2].tolist()))
-            return gather(jobs, n, params, status, crcs, probe)
+            calls.append((n, rows[rows[:, 3] & 1 == 1, 2].tolist(), bool(claims)))
+            return gather(jobs, n, params, status, crcs, probe, *claims)
 
         def refuse(*args):
             raise AssertionError("read run by run")
@@ -671,16 +685,18 @@ class VerifySamples(unittest.TestCase):
                     mock.patch.object(whmod, "_usable_cpus", lambda: threads):
                 calls.clear()
                 got = wh.read_batch(twice)
+                # One call, or one per thread taking samples through shared claims: each call
+                # is handed the whole batch, its first reads marked once.
                 self.assertEqual(len(calls), threads)
-                self.assertEqual(sum(k for k, _ in calls), n + 2)
-                self.assertEqual(sorted(r for _, rows in calls for r in rows), sorted(range(n)))
+                self.assertEqual({(k, shared) for k, _, shared in calls}, {(n + 2, threads > 1)})
+                self.assertEqual(sorted(calls[0][1]), sorted(range(n)))
                 self.assertEqual(wh.samples_verified, n)
                 for key in ("images", "boxes", "mask", "records", "extras", "class_index", "box_count"):
                     self.assertEqual(raw(got[key][:n]), raw(want[key]), key)
                     self.assertEqual(raw(got[key][n:]), raw(want[key][:2]), key)
                 calls.clear()
                 again = wh.read_batch(order)
-                self.assertEqual([r for _, rows in calls for r in rows], [])
+                self.assertEqual([r for _, rows, _ in calls for r in rows], [])
                 self.assertEqual(wh.samples_verified, n)
                 self.assertEqual(raw(again["images"]), raw(want["images"]))
         each_layout(self, read)

@@ -694,7 +694,7 @@ static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size
 #endif
 
 PyDoc_STRVAR(gather_rows_doc,
-             "gather_rows(jobs, n, params, status, crcs, probe) -> skipped\n\n"
+             "gather_rows(jobs, n, params, status, crcs, probe[, claims]) -> skipped\n\n"
              "Read n samples of a batch from their shards' mappings: jobs is the address of an\n"
              "int64 array [n, 4 + S] (C order), a row per sample: the image's address in the\n"
              "mapping (a compact sample: the mapping's start), the address of its compact table\n"
@@ -708,18 +708,23 @@ PyDoc_STRVAR(gather_rows_doc,
              "crcs[i] (a uint32 array's address) is set for each sample to check: its CRC-32C\n"
              "as the shard's table defines it (a compact one's entry, 16 bytes, and region as\n"
              "stored, else its image; then its small rows). Images are copied and checked in\n"
-             "one pass where they can be. Returns the number left alone. The GIL is released\n"
-             "for the call; the caller owns every bound.");
+             "one pass where they can be. Returns the number left alone. With claims (the\n"
+             "address of an int64, 0 at first, shared by the calls of several threads over the\n"
+             "same n samples), each call takes the next sample not yet taken until none is\n"
+             "left, so the calls end together however late each began; without it, the call\n"
+             "reads all n in order. The GIL is released for the call; the caller owns every\n"
+             "bound.");
 
 static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6 ||
+    if ((nargs != 6 && nargs != 7) || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6 ||
         !PyTuple_Check(PyTuple_GET_ITEM(args[2], 5))) {
         PyErr_SetString(PyExc_TypeError, "gather_rows takes jobs, n, (images, image bytes, channels, height, width, "
-                                         "small parts), status, crcs and probe");
+                                         "small parts), status, crcs, probe and optional claims");
         return NULL;
     }
-    unsigned long long a[2], st[3], p[5];
-    if (unsigned_args(args, 2, 2, "gather_rows", a) < 0 || unsigned_args(args + 3, 3, 3, "gather_rows", st) < 0 ||
+    unsigned long long a[2], st[4] = {0, 0, 0, 0}, p[5];
+    if (unsigned_args(args, 2, 2, "gather_rows", a) < 0 ||
+        unsigned_args(args + 3, nargs - 3, nargs - 3, "gather_rows", st) < 0 ||
         unsigned_args(&PyTuple_GET_ITEM(args[2], 0), 5, 5, "gather_rows params", p) < 0 ||
         check_ready("gather_rows", 0) < 0)
         return NULL;
@@ -745,12 +750,17 @@ static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     uint8_t *images = (uint8_t *)(uintptr_t)p[0];
     size_t img = (size_t)p[1], c = (size_t)p[2], height = (size_t)p[3], width = (size_t)p[4];
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    /* The images this call writes, stream_bytes or more: stored past the caches (a batch of
-     * megabytes is not read back from them), a compact sample's region too, which alone
-     * may be less (384x216x3 is 243 KiB): that made warm compact reads 15-25% faster. */
+    /* The n images (this call's, or those of the calls sharing claims), stream_bytes or
+     * more: stored past the caches (a batch of megabytes is not read back from them), a
+     * compact sample's region too, which alone may be less (384x216x3 is 243 KiB): that
+     * made warm compact reads 15-25% faster. */
     int stream = img && n >= stream_bytes / img + (stream_bytes % img != 0), probe = (int)st[2];
+    int64_t *claims = (int64_t *)(uintptr_t)st[3];
     PyThreadState *released = release_for(n * row_total);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t next = 0;;) {
+        /* The next sample: this call's own count, or the one the shared counter hands out. */
+        size_t i = claims ? (size_t)__atomic_fetch_add(claims, 1, __ATOMIC_RELAXED) : next++;
+        if (i >= n) break;
         const int64_t *job = jobs + i * cols;
         size_t r = (size_t)job[2];
         int check = (int)(job[3] & 1);
