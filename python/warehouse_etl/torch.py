@@ -190,11 +190,12 @@ class _BatchMemory:
     Every batch's tensors are views of one anonymous mapping (``torch.from_numpy`` of
     numpy arrays over it, _carve), and each holds a reference to it through its array:
     a mapping whose reference count is back to the pool's own is referenced by no
-    tensor, view or slice, so its next batch may overwrite it. A batch the caller keeps (a list of batches, a slice of one) keeps its
-    mapping out of reach; the pool then maps a new one. So the memory of a training
-    loop's batches is written once and reused, without the page faults (and the kernel
-    zeroing) of fresh memory per batch, and no batch is ever overwritten under a caller.
-    Mappings ask for transparent huge pages where the kernel offers them."""
+    tensor, view or slice, so its next batch may overwrite it. A batch the caller keeps
+    (a list of batches, a slice of one) keeps its mapping out of reach; the pool then
+    maps a new one. So the memory of a training loop's batches is written once and
+    reused, without the page faults (and the kernel zeroing) of fresh memory per batch,
+    and no batch is ever overwritten under a caller. Mappings ask for transparent huge
+    pages where the kernel offers them."""
 
     def __init__(self, limit):
         self._lock = threading.Lock()

@@ -730,9 +730,9 @@ class Warehouse:
         parts = min(_copy_parts(b * self._row_bytes), b)
         if parts > 1:
             # This thread and parts - 1 copy threads each take the next sample not yet taken
-            # (gather_rows' claims): a copy thread woken late does fewer, and none waits for
-            # another's share (a wakeup here is tens of us; fixed shares left the calling
-            # thread waiting 0.25 ms a batch at 384).
+            # (gather_rows' claims): a copy thread woken late (a wakeup is tens of us on a
+            # VM) or kept off a CPU by the training step does fewer, and no thread waits for
+            # another's fixed share (docs/performance.md, "Less Python a batch").
             claims = np.zeros(1, dtype=np.int64)
             args = (jp, b, params, sp, cp, probe, claims.ctypes.data)
             pool = _copier.get()
