@@ -27,9 +27,9 @@ func (d *distinctSource) ReadImage(s *sources.Sample) (sources.Image, error) {
 
 // TestReusePlanMemory is issue 24 item 6: reuse does not hold the old
 // versions in memory. 100,000 samples are built, then rebuilt over
-// themselves (WAREHOUSE_CLEAR=1) with and without reuse: every sample is
-// reused, and the peak live heap of the rebuild with reuse stays within a
-// few MiB of the one without (the digests of the plan: 40 bytes per
+// themselves (WAREHOUSE_CLEAR=1) with and without reuse, twice each: every
+// sample is reused, and the peak live heap of the rebuild with reuse stays
+// within a few MiB of the one without (the digests of the plan: 40 bytes per
 // planned sample while matching, 12 while building; the old
 // samples.jsonl is streamed).
 func TestReusePlanMemory(t *testing.T) {
@@ -64,10 +64,18 @@ func TestReusePlanMemory(t *testing.T) {
 			float64(heap)/(1<<20), float64(peakRSS())/(1<<20), res.Report.Reuse.reuseCounts)
 		return heap, res
 	}
-	without, _ := rebuild(true)
-	with, res := rebuild(false)
-	if r := res.Report.Reuse; r.Reused != n || r.Decoded != 0 || r.FellBack != 0 {
-		t.Fatalf("reuse: %+v, want all %d reused", r, n)
+	// Each way twice, alternated, keeping the lower peak of each: when the
+	// collector runs only adds to a peak (one CI run measured 20.7 MiB
+	// between two single rebuilds that hold the same).
+	without, with := ^uint64(0), ^uint64(0)
+	for range 2 {
+		h, _ := rebuild(true)
+		without = min(without, h)
+		h, res := rebuild(false)
+		with = min(with, h)
+		if r := res.Report.Reuse; r.Reused != n || r.Decoded != 0 || r.FellBack != 0 {
+			t.Fatalf("reuse: %+v, want all %d reused", r, n)
+		}
 	}
 	// 100,000 x 52 bytes is 5 MiB; 16 MiB of slack for GC timing, as
 	// TestScanPlanScales allows.
