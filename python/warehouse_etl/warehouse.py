@@ -697,8 +697,7 @@ class Warehouse:
         if order is None:
             order = np.argsort(idx, kind="stable")
         sidx = idx[order]
-        ss = np.searchsorted(self.shard_starts, sidx, side="right") - 1
-        ll = sidx - self.shard_starts[ss]
+        ss, ll = self._locate_all(sidx)
         rows = order if dest is None else dest[order]
         tab = self._addresses()
         t = tab[ss]
@@ -801,7 +800,7 @@ class Warehouse:
             rows = dest[rows]
         starts, ends = _runs(ss, ll)
         rows_l, ss_l, ll_l = rows.tolist(), ss.tolist(), ll.tolist()
-        small = l.small_sections()  # out's arrays of them have the sections' names
+        small = self._small  # out's arrays of them have the sections' names
         checked = [out["images"], out["boxes"], out["mask"], out["records"], out["extras"]]
         # Per shard, each small section (boxes, mask, records, extras: a few hundred bytes
         # a sample) is gathered from the shard's mapping in one vectorised step, instead of
@@ -839,7 +838,7 @@ class Warehouse:
         # "Checks on the copied rows"). The copy threads note (sorted position, CRC); the
         # comparisons with the checksum tables are made after the copies, per shard.
         img = l.image_bytes
-        parts = _copy_parts(b * (img + l.box_bytes + l.mask_bytes))
+        parts = _copy_parts(b * self._row_bytes)
         mv = memoryview(out["images"]).cast("B") if img else None
         flat = out["images"].reshape(out["images"].shape[0], -1).view(np.uint8) if img else None
         row_bytes = max(img, 1)
