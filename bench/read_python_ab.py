@@ -15,7 +15,8 @@ build one as pip would with bench/python_package.sh, e.g. the package with and w
     bash bench/python_package.sh /usr/bin/python3 /tmp/pkg
     /usr/bin/python3 bench/read_python_ab.py WAREHOUSE 7 two=python one=/tmp/pkg   # python/: no in-place build
 
-CFGS: read_python.py arguments per configuration, separated by |.
+CFGS: read_python.py arguments per configuration, separated by |. EPOCHS (default 1): warm
+epochs a process times after its first.
 """
 import collections
 import json
@@ -34,12 +35,13 @@ def main():
     d, rounds = sys.argv[1], int(sys.argv[2])
     versions = [a.split("=", 1) for a in sys.argv[3:]]
     cfgs = os.environ.get("CFGS", CFGS).split("|")
+    epochs = os.environ.get("EPOCHS", "1")
     res = collections.defaultdict(list)  # (cfg, version) -> [(first, warm)]
     for r in range(rounds):
         for name, path in versions:
             for c in cfgs:
                 out = subprocess.run([sys.executable, "bench/read_python.py"] + c.split() +
-                                     ["--tensor-warehouse", d, "--epochs", "1"],
+                                     ["--tensor-warehouse", d, "--epochs", epochs],
                                      env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True)
                 if out.returncode:
                     sys.exit(f"{name} {c}: {out.stderr[-2000:]}")

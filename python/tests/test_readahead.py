@@ -108,11 +108,12 @@ class CopyPaths(unittest.TestCase):
         out = {}
         for gather in dict.fromkeys((whmod._GATHER, None)):  # compiled (where built), run by run
             for cached in (True, False):
-                before = wh.cold_runs
+                cold, read = wh.cold_samples, wh.samples_read
                 with mock.patch.object(whmod, "_CACHED", cached), mock.patch.object(whmod, "_GATHER", gather):
                     out[(gather is not None, cached)] = {k: raw(v) for k, v in wh.read_batch(idx).items()}
-                # Runs not cached are read with preadv and counted (the torch loader's cue).
-                self.assertEqual(wh.cold_runs > before, not cached)
+                # Samples not cached are read with preadv and counted (the torch loader's cue).
+                self.assertEqual(wh.cold_samples - cold, 0 if cached else len(idx))
+                self.assertEqual(wh.samples_read - read, len(idx))
         first = out[(False, True)]
         for k, v in out.items():
             self.assertEqual(v, first, k)
@@ -176,6 +177,76 @@ def record_reads(loader, events):
         return read(idx, repeats, shared)
 
     loader.dataset._read = recording
+
+
+def cold_samples(test, cold):
+    """Take the samples in the set ``cold`` (global indices) as out of the page cache and
+    every other as cached: read_batch reads run by run (no compiled gather, which asks
+    mincore itself), a run with a cold sample with preadv."""
+    resident = whmod.Warehouse._resident_mapping
+
+    def fake(wh, sh, first, last):
+        base = int(wh.shard_starts[wh._shards.index(sh)])
+        if any(base + i in cold for i in range(first, last + 1)):
+            return None
+        return resident(wh, sh, first, last)
+    for p in (mock.patch.object(whmod, "_CACHED", True), mock.patch.object(whmod, "_GATHER", None),
+              mock.patch.object(whmod.Warehouse, "_resident_mapping", fake)):
+        p.start()
+        test.addCleanup(p.stop)
+
+
+class ColdShare(unittest.TestCase):
+    """The torch loader advises once a share of the samples it reads is cold, not on one
+    cold sample: a warm cache that drops a page now and then stays unadvised, an epoch
+    is advised from where it reaches the part of the dataset that is not cached, and an
+    epoch after one with a cold share from its start. Batches of one sample: the
+    fixture has about 20."""
+
+    def epochs(self, cold, shuffle, count=2):
+        """``count`` epochs of a loader over the u8 fixture, the samples ``cold(i, n)``
+        out of the page cache; per epoch, its batches in read order as (sample, advised
+        before its read)."""
+        fx = fixture(self, "u8")
+        wh = warehouse_etl.open(fx["dir"])
+        self.addCleanup(wh.close)
+        n = len(wh)
+        self.assertGreaterEqual(n, 16)
+        events, got = [], []
+        wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
+        cold_samples(self, {i for i in range(n) if cold(i, n)})
+        loader = make_loader(wh, 1, read_ahead=2, seed=3, shuffle=shuffle)
+        self.addCleanup(loader.dataset.close)
+        record_reads(loader, events)
+        for _ in range(count):
+            events.clear()
+            self.assertEqual(sum(1 for _ in loader), n)
+            advised = [b for kind, b in events if kind == "advise"]
+            got.append([(b[0], b in advised) for kind, b in events if kind == "read"])
+        return n, got
+
+    def test_a_trickle_is_not_advised(self):
+        # One sample in 10 cold, shuffled (a warm cache's evictions, and more): never advised.
+        n, epochs = self.epochs(lambda i, n: i % 10 == 3, "global", 3)
+        for e, got in enumerate(epochs):
+            self.assertEqual([i for i, a in got if a], [], f"epoch {e}")
+
+    def test_the_cold_part_is_advised(self):
+        # In order over a dataset whose second half is not cached: the first half is not
+        # advised; the second is, once COLD_MIN of its samples were read, from then on;
+        # the next epoch from its start (half its samples were cold).
+        n, (first, second) = self.epochs(lambda i, n: i >= n // 2, "none")
+        self.assertEqual([i for i, _ in first], list(range(n)))
+        self.assertEqual([i for i, a in first if a], list(range(n // 2 + torchmod.COLD_MIN + 2, n)), first)
+        self.assertEqual([i for i, a in second if a], list(range(1, n)), second)
+
+    def test_an_epoch_after_a_cold_share(self):
+        # One sample in 6 cold, shuffled: never COLD_MIN in a window, but 1 in 8 or more
+        # of the epoch's, so the next epoch is advised from its start (all but the first
+        # batch, which goes to its read as the plan starts).
+        n, (first, second) = self.epochs(lambda i, n: i % 6 == 1, "global")
+        self.assertEqual([i for i, a in first if a], [])
+        self.assertEqual([a for _, a in second], [False] + [True] * (n - 1))
 
 
 class LoaderReadAhead(unittest.TestCase):

@@ -173,9 +173,14 @@ class Mixture:
         return out
 
     @property
-    def cold_runs(self):
-        """``Warehouse.cold_runs`` of all its warehouses."""
-        return sum(wh.cold_runs for wh in self.warehouses)
+    def samples_read(self):
+        """``Warehouse.samples_read`` of all its warehouses."""
+        return sum(wh.samples_read for wh in self.warehouses)
+
+    @property
+    def cold_samples(self):
+        """``Warehouse.cold_samples`` of all its warehouses."""
+        return sum(wh.cold_samples for wh in self.warehouses)
 
     def advise(self, indices):
         """``Warehouse.advise`` for mixture indices: each warehouse is advised of its own

@@ -56,6 +56,10 @@ __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "Warehou
 # (docs/performance.md, "Read-ahead, cold shard opens and compact_images"): 0 turns
 # the advice off.
 READ_AHEAD = 2
+#: _ReadAhead advises a plan once COLD_MIN samples and 1 in COLD_SHARE of those read in
+#: its last COLD_WINDOW batches were out of the page cache, and from its start when 1 in
+#: COLD_SHARE of those read while the plan before it ran were.
+COLD_SHARE, COLD_MIN, COLD_WINDOW = 8, 4, 4
 
 _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32, np.dtype("u1"): torch.uint8,
                  np.dtype("<i4"): torch.int32, np.dtype("<i8"): torch.int64}
@@ -251,23 +255,31 @@ class _ReadAhead:
     ``advise_ahead`` batches past those handed to the threads are advised to the kernel
     (``advise``, the warehouse's ``posix_fadvise(WILLNEED)`` of their images) as they
     are taken from the plan, so that on a cold page cache the disk reads them while the
-    threads copy the batches before. A plan is advised from its start when
-    the one before it read a run out of the page cache (``cold_runs``, the warehouse's
-    count of runs read with preadv, moved while it ran), and otherwise (the process's
-    first plan too) from the moment one of its own reads does: on a warm cache the advice
-    only costs (10-12% of a warm epoch at one reader thread; a warm first epoch ran
-    1.11-1.17x faster without it), and the first batches of an epoch, never advised,
-    tell a cold cache at once. With ``threads`` 0 nothing is read here: the plan only
-    tracks which batch comes next, for the advice, and the caller reads each.
+    threads copy the batches before. Whether to advise is decided by the share of the
+    samples read whose images were out of the page cache (``counts``: the warehouse's
+    ``(cold_samples, samples_read)``): a plan is advised from its start when at least
+    1 in COLD_SHARE of the samples read while the plan before it ran were cold, and
+    otherwise (the process's first plan too) from the moment its last COLD_WINDOW
+    batches' reads were (COLD_MIN samples at least). On a warm cache the advice only
+    costs (10-12% of a warm epoch at one reader thread; a warm first epoch ran 1.11-1.17x
+    faster without it), and the first batches of an epoch, never advised, tell a cold
+    cache at once. A share, not one cold sample: a page cache with memory to spare
+    still drops a page now and then (0.5% of a cached warehouse's pages within 20 s
+    here), which turned the advice on for warm epochs; a window, not the whole plan: an
+    epoch that reaches the part of a dataset the cache could not hold is advised from
+    there. With ``threads`` 0 nothing is read here: the plan only tracks which batch
+    comes next, for the advice, and the caller reads each.
 
     ``read`` is a bound method of the dataset, held weakly: the dataset owns this
     object, not the other way round, so dropping the dataset stops the threads."""
 
-    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, cold_runs=None):
+    def __init__(self, read, threads, ahead, advise=None, advise_ahead=0, counts=None):
         self._read = weakref.WeakMethod(read)
         self._threads, self._ahead = int(threads), max(int(ahead), 1)
         self._advise, self._advise_ahead = advise, int(advise_ahead) if advise is not None else 0
-        self._cold_runs, self._cold_at_start = cold_runs, None
+        self._counts = counts if self._advise_ahead else None
+        self._at_start = None  # counts when the plan started
+        self._marks = collections.deque(maxlen=COLD_WINDOW + 1)  # counts as the plan's last batches were taken
         self._advising = self._advise_ahead > 0
         self._pool = None
         self._lock = threading.Lock()
@@ -279,10 +291,12 @@ class _ReadAhead:
         """Read ahead the batches of ``plan``, after dropping the plan before."""
         with self._lock:
             self._drop()
-            if self._cold_runs is not None and self._advise_ahead:
-                now = self._cold_runs()
-                self._advising = self._cold_at_start is not None and now != self._cold_at_start
-                self._cold_at_start = now
+            if self._counts is not None:
+                now = self._counts()
+                self._advising = self._at_start is not None and _mostly_cold(self._at_start, now, 1)
+                self._at_start = now
+                self._marks.clear()
+                self._marks.append(now)  # unused when advising from the start
             if self._pool is None and self._threads:
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="warehouse-read")
             self._plan = iter(plan)
@@ -294,13 +308,14 @@ class _ReadAhead:
         keys after it taken and advised (when advising). The key returned goes to a read
         at once: not advised (its read would do the same work beside it)."""
         key = self._taken.popleft() if self._taken else self._take_key()
-        if (not self._advising and self._advise_ahead and self._cold_runs is not None
-                and self._cold_runs() != self._cold_at_start):
-            # A read of this plan found a run out of the page cache: advise from here on,
-            # the batches taken already (not the one going to a read now) too.
-            self._advising = True
-            for idx, _ in self._taken:
-                self._advise(idx)
+        if not self._advising and self._counts is not None:
+            self._marks.append(self._counts())
+            if _mostly_cold(self._marks[0], self._marks[-1], COLD_MIN):
+                # This plan's last reads found enough samples out of the page cache: advise
+                # from here on, the batches taken already (not the one going to a read now) too.
+                self._advising = True
+                for idx, _ in self._taken:
+                    self._advise(idx)
         while key is not None and len(self._taken) < self._advise_ahead:
             more = self._take_key()
             if more is None:
@@ -352,6 +367,13 @@ class _ReadAhead:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
+
+
+def _mostly_cold(before, now, least):
+    """Whether the reads between two ``(cold_samples, samples_read)`` counts found at
+    least ``least`` and 1 in COLD_SHARE of their samples out of the page cache."""
+    cold, read = now[0] - before[0], now[1] - before[1]
+    return cold >= least and cold * COLD_SHARE >= read
 
 
 def _call(method_ref, *args):
@@ -448,8 +470,8 @@ class WarehouseDataset(Dataset):
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
-        cold_runs = (lambda wh=self.wh: wh.cold_runs) if hasattr(self.wh, "cold_runs") else None
-        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, cold_runs)
+        counts = (lambda wh=self.wh: (wh.cold_samples, wh.samples_read)) if hasattr(self.wh, "cold_samples") else None
+        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, counts)
                        if ahead or advise is not None else None)
 
     def __getstate__(self):

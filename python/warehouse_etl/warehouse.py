@@ -198,9 +198,12 @@ class Warehouse:
         self.verify_samples = verify_samples
         self.samples_verified = 0  # CRC-32C checks that passed in this process
         self._count_lock = threading.Lock()  # reader and checker threads add to samples_verified
-        # Image runs read_batch read with preadv, their pages not cached (or no mapping
-        # to copy them from): the torch loader's cue to advise read-ahead (_ReadAhead).
-        self.cold_runs = 0
+        # Samples read_batch read (each row of each batch), and those of them whose images
+        # it read with preadv, their pages not in the page cache (or no mapping to copy
+        # them from): the torch loader advises read-ahead once a share of its reads is
+        # cold (_ReadAhead). Added under _count_lock: reader threads read side by side.
+        self.samples_read = 0
+        self.cold_samples = 0
         self._n = int(manifest["samples"])
         # Per sample: passed its check in this process, or in a shard without checksums
         # (each opened shard's ``verified`` is its slice; set by read_batch, wh[i] and
@@ -665,6 +668,8 @@ class Warehouse:
                 bad = self._read_runs(rest, out, rest_rows)
                 if bad is not None and (first_bad is None or bad[0] < first_bad[0]):
                     first_bad = bad
+        with self._count_lock:
+            self.samples_read += idx.shape[0]
         if first_bad is not None:
             raise first_bad[1]
         rec = out["records"]
@@ -867,7 +872,7 @@ class Warehouse:
 
         def copy(todo):
             """Copy pieces ``todo`` and compute the CRCs of their rows to check: returns
-            (cold runs, [(sorted position, crc)])."""
+            (samples read with preadv, [(sorted position, crc)])."""
             nonlocal row_crc
             cold, crcs = 0, []
             for r0, p0, p1, check in todo:
@@ -887,7 +892,7 @@ class Warehouse:
                     _compact.copy_run(raw, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
                 elif compact:
                     _compact.read_run(sh.fd, sh.path, sh.sections, l, ll_l[p0], rows_l[p0:p1], out["images"])
-                    cold += 1
+                    cold += p1 - p0
                 elif raw is not None and check and copy_crc is not None:
                     for p in range(p0, p1):
                         o = sh.sections["image"] + ll_l[p] * img  # a run: consecutive samples
@@ -908,7 +913,7 @@ class Warehouse:
                         flat[rows_l[p0:p1]] = src
                 elif img:
                     self._read_rows(sh, "image", ll_l[p0], rows_l[p0:p1], mv, img)
-                    cold += 1
+                    cold += p1 - p0
                 if small and not self._map_sections:
                     for sec, size in small:
                         self._read_rows(sh, sec, ll_l[p0], rows_l[p0:p1], memoryview(out[sec]).cast("B"), size)
@@ -945,7 +950,9 @@ class Warehouse:
             done = [copy(pieces)]
         found = []
         for cold, crcs in done:
-            self.cold_runs += cold
+            if cold:
+                with self._count_lock:
+                    self.cold_samples += cold
             found += crcs
         first_bad = None  # (row, error): the first mismatch in row order
         if found:  # compared with the shards' tables (sorted positions run shard by shard)
