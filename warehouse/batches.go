@@ -114,8 +114,8 @@ type BatchOptions struct {
 	StartPosition int
 	// ReadAhead is how many batches past the one being filled have their
 	// shard byte ranges advised to the kernel (posix_fadvise WILLNEED,
-	// readahead.go), for reads from a cold page cache; 0 (the default)
-	// is off until measured to help.
+	// readahead.go) once a share of the reads finds samples out of the
+	// page cache; 0 is off.
 	ReadAhead int
 }
 
@@ -539,6 +539,7 @@ type BatchIterator struct {
 	held    *Batch // the batch the caller has, returned to free on Next
 	err     error  // sticky
 	wg      sync.WaitGroup
+	adviser adviser // read-ahead advice (readahead.go), used by dispatch only
 }
 
 // maxDefaultWorkers caps the default number of fill goroutines: a few
@@ -635,6 +636,7 @@ func newBatchIterator(ctx context.Context, src BatchSource, opts BatchOptions, p
 		free:    make(chan *Batch, opts.Prefetch+1),
 	}
 	it.runs, _ = src.(runReader)
+	it.adviser = newAdviser(src, opts)
 	for range opts.Prefetch + 1 {
 		b := pool.get(src.Layout(), opts.BatchSize)
 		it.buffers = append(it.buffers, b)

@@ -76,7 +76,7 @@ func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch,
 			*bufp = make([]byte, length)
 		}
 		buf := (*bufp)[:length]
-		if _, err := r.shards[k].file.ReadAt(buf, off); err != nil {
+		if err := r.readAt(k, buf, off, c); err != nil {
 			return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local+j, local+j+c-1, err)
 		}
 		for q := range c {

@@ -23,6 +23,7 @@ type Mixture struct {
 	epoch   int // samples per epoch: the sum of quotas
 	layout  shard.Layout
 	pool    batchPool // the buffers of the last iterator, for the next (as a Reader's)
+	advice  adviceMemory
 }
 
 // mixSalt seeds the stream that interleaves the warehouses (ASCII "mixture!").

@@ -107,3 +107,70 @@ func TestReadAheadBringsPagesIn(t *testing.T) {
 		}
 	}
 }
+
+// A batch iterator counts the samples it read from disk (Stats.ColdSamples:
+// preadv2 RWF_NOWAIT found them out of the page cache) and advises the
+// batches ahead only then: a warm epoch is read with no cold sample and no
+// advice beyond its first two batches (advised before any read ends), an
+// evicted one is advised once its reads are cold, and the epoch after a
+// cold one from its first batch. (Compact shards read their regions
+// through the same Reader.readAt: cmd/warehouse-etl's TestLoadColdSamples.)
+func TestReadAheadOnlyWhenCold(t *testing.T) {
+	{
+		spec := warehousetest.Spec{DType: shard.F32, Width: 256, Height: 64, MaxBoxes: 2, ShardSizes: []int{40, 40}}
+		fx := warehousetest.Write(t, spec) // 196 KiB images
+		r, err := Open(fx.Dir, OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		evict := func() {
+			for k := range 2 {
+				f, err := os.Open(fx.ShardPath(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = f.Sync() // DONTNEED keeps dirty pages
+				_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+				f.Close()
+			}
+		}
+		epoch := func() (cold int64, advised, batches int) {
+			before := r.Stats().ColdSamples
+			it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 2, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: 2, Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := it.Next(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				batches++
+			}
+			it.Close()
+			return r.Stats().ColdSamples - before, it.Advised(), batches
+		}
+		for range 2 { // the first epoch's reads make every page cached
+			epoch()
+		}
+		if cold, advised, _ := epoch(); cold != 0 || advised != 2 {
+			t.Fatalf("a warm epoch read %d samples from disk and advised %d batches, want 0 and 2", cold, advised)
+		}
+		evict()
+		cold, advised, batches := epoch()
+		if cold == 0 {
+			t.Skipf("no sample was read from disk after DONTNEED (tmpfs, or a kernel without RWF_NOWAIT)")
+		}
+		if advised <= 2 || advised >= batches {
+			t.Errorf("a cold epoch (%d of 80 samples from disk) advised %d of %d batches, want more than 2, not the first", cold, advised, batches)
+		}
+		if cold, advised, batches := epoch(); cold != 0 || advised != batches-1 {
+			t.Errorf("the epoch after a cold one read %d samples from disk and advised %d of %d batches, want all but the first", cold, advised, batches)
+		}
+		if _, advised, _ := epoch(); advised != 2 {
+			t.Errorf("a warm epoch after a warm one advised %d batches, want 2", advised)
+		}
+	}
+}

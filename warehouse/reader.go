@@ -77,6 +77,8 @@ type Reader struct {
 	opened         time.Time
 	loads          loadRecorder
 	samples        atomic.Int64   // samples handed out by Sample, ReadSampleInto and ReadRunInto
+	cold           atomic.Int64   // of ReadRunInto's, those read (in part) from disk: not all in the page cache
+	advice         adviceMemory   // read-ahead: counts when the last batch iterator started (readahead.go)
 	pool           batchPool      // batch buffers kept from one Batches iterator to the next
 	readersLock    *lockfile.Lock // shared lock that keeps gc away, nil when it could not be taken
 	pin            *pinnedDir     // the version directory, held until Close (nil in FuzzOpen)
@@ -706,7 +708,7 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 			c := min(step, m-j)
 			off, length := sr.ImageSpan(local+j, c)
 			dst := b.Images[(row+j)*img : (row+j)*img+length]
-			if _, err := r.shards[k].file.ReadAt(dst, off); err != nil {
+			if err := r.readAt(k, dst, off, c); err != nil {
 				return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local+j, local+j+c-1, err)
 			}
 			if !verify {
@@ -723,6 +725,26 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 		first, row, n = first+m, row+m, n-m
 	}
 	return nil
+}
+
+// readAt reads dst from offset off of shard k's file, the bytes of c
+// samples: first what the page cache holds (shard.ReadCached), then, where
+// that was not all, the rest with ReadAt, counting the c samples as cold
+// (the cue for the batch iterator's read-ahead advice, readahead.go).
+func (r *Reader) readAt(k int, dst []byte, off int64, c int) error {
+	f := r.shards[k].file
+	if osf, ok := f.(*os.File); ok {
+		n, asked := shard.ReadCached(osf, dst, off)
+		if n == len(dst) {
+			return nil
+		}
+		if asked {
+			r.cold.Add(int64(c))
+		}
+		dst, off = dst[n:], off+int64(n)
+	}
+	_, err := f.ReadAt(dst, off)
+	return err
 }
 
 // ReadSampleInto copies sample i into one row of a batch: the raw image,
@@ -753,7 +775,7 @@ func (r *Reader) Stats() LoadStats {
 	opened, bytes, p50, p99, maxLoad := summarizeLoads(r.loads.snapshot())
 	return LoadStats{
 		ShardsOpened: opened, ShardsTotal: len(r.shards), BytesMapped: bytes,
-		SamplesRead: r.samples.Load(), Elapsed: time.Since(r.opened),
+		SamplesRead: r.samples.Load(), ColdSamples: r.cold.Load(), Elapsed: time.Since(r.opened),
 		LoadP50: p50, LoadP99: p99, LoadMax: maxLoad,
 	}
 }

@@ -30,11 +30,15 @@ func (l ShardLoad) Total() time.Duration { return l.Checksum + l.Open + l.FirstT
 // over Elapsed, the wall time since Open, so it includes the consumer's own
 // time: it is the rate the training job actually got.
 type LoadStats struct {
-	ShardsOpened int           `json:"shards_opened"`
-	ShardsTotal  int           `json:"shards_total"`
-	BytesMapped  int64         `json:"bytes_mapped"`
-	SamplesRead  int64         `json:"samples_read"`
-	Elapsed      time.Duration `json:"elapsed_ns"`
+	ShardsOpened int   `json:"shards_opened"`
+	ShardsTotal  int   `json:"shards_total"`
+	BytesMapped  int64 `json:"bytes_mapped"`
+	SamplesRead  int64 `json:"samples_read"`
+	// ColdSamples are the samples of batches (ReadRunInto) whose images
+	// were read from disk, not all in the page cache; 0 where that cannot
+	// be told (not Linux).
+	ColdSamples int64         `json:"cold_samples"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
 	// LoadP50, LoadP99 and LoadMax are percentiles (nearest rank) of
 	// ShardLoad.Total over the opened shards; zero when none was opened.
 	LoadP50 time.Duration `json:"load_p50_ns"`

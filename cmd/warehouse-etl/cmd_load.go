@@ -119,6 +119,10 @@ type loadOptions struct {
 	Getenv func(string) string
 }
 
+// defaultReadAhead is load's --read-ahead: advice for the two batches
+// after those being filled, once the reads turn cold (warehouse/readahead.go).
+const defaultReadAhead = 2
+
 func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Path, "tensor-warehouse", "", "warehouse version directory, or output root with a latest pointer")
 	fs.StringVar(&o.Config, "config", "", "build config: read the version it builds (and the source, with --allow-live)")
@@ -132,7 +136,7 @@ func (o *loadOptions) addFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", 0, "shuffle seed; every rank must use the same")
 	fs.StringVar(&o.Remainder, "remainder", "drop", "samples that do not fill a batch on every rank: drop, or pad by wrapping around")
 	fs.IntVar(&o.Prefetch, "prefetch", 2, "batches filled ahead")
-	fs.IntVar(&o.ReadAhead, "read-ahead", 0, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) for cold reads; 0 = off")
+	fs.IntVar(&o.ReadAhead, "read-ahead", defaultReadAhead, "batches past those being filled whose shard bytes are advised to the kernel (posix_fadvise WILLNEED) once 1 in 8 of the samples read are not in the page cache; 0 = off")
 	fs.IntVar(&o.Workers, "workers", 0, "goroutines filling batches, each batch split among them; 0 = min(CPUs, 8)")
 	fs.IntVar(&o.MaxBatches, "max-batches", 0, "stop each epoch after this many batches; 0 = all")
 	fs.IntVar(&o.StartPosition, "start-position", 0, "start the first epoch at this global position of its order, as a resumed job (any --world; reading.md \"Resuming\")")
@@ -258,7 +262,7 @@ func runLoad(ctx context.Context, opts loadOptions, s streams) error {
 			return err
 		}
 		defer live.Close()
-		if opts.ReadAhead > 0 {
+		if opts.ReadAhead > 0 && opts.ReadAhead != defaultReadAhead { // asked for, not the default
 			log.Warn("--read-ahead does nothing with live decoding: there are no shard files to advise", "read_ahead", opts.ReadAhead)
 		}
 		src, rep.Dir, rep.Live = live, path, true

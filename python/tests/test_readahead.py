@@ -203,22 +203,30 @@ class ColdShare(unittest.TestCase):
     epoch after one with a cold share from its start. Batches of one sample: the
     fixture has about 20."""
 
-    def epochs(self, cold, shuffle, count=2):
+    def epochs(self, cold, shuffle, count=2, advice_reads=False):
         """``count`` epochs of a loader over the u8 fixture, the samples ``cold(i, n)``
-        out of the page cache; per epoch, its batches in read order as (sample, advised
-        before its read)."""
+        out of the page cache at the start of each (with ``advice_reads``, until they are
+        advised: the advice kept ahead of the reads); per epoch, its batches in read order
+        as (sample, advised before its read)."""
         fx = fixture(self, "u8")
         wh = warehouse_etl.open(fx["dir"])
         self.addCleanup(wh.close)
         n = len(wh)
         self.assertGreaterEqual(n, 16)
-        events, got = [], []
-        wh.advise = lambda idx: events.append(("advise", sorted(np.asarray(idx).tolist())))
-        cold_samples(self, {i for i in range(n) if cold(i, n)})
+        events, got, now_cold = [], [], set()
+
+        def advise(idx):
+            events.append(("advise", sorted(np.asarray(idx).tolist())))
+            if advice_reads:
+                now_cold.difference_update(np.asarray(idx).tolist())
+        wh.advise = advise
+        cold_samples(self, now_cold)
         loader = make_loader(wh, 1, read_ahead=2, seed=3, shuffle=shuffle)
         self.addCleanup(loader.dataset.close)
         record_reads(loader, events)
         for _ in range(count):
+            now_cold.clear()
+            now_cold.update(i for i in range(n) if cold(i, n))
             events.clear()
             self.assertEqual(sum(1 for _ in loader), n)
             advised = [b for kind, b in events if kind == "advise"]
@@ -239,6 +247,17 @@ class ColdShare(unittest.TestCase):
         self.assertEqual([i for i, _ in first], list(range(n)))
         self.assertEqual([i for i, a in first if a], list(range(n // 2 + torchmod.COLD_MIN + 2, n)), first)
         self.assertEqual([i for i, a in second if a], list(range(1, n)), second)
+
+    def test_a_cache_that_stays_cold(self):
+        # Every sample cold at the start of each epoch, the advice reading what it names
+        # before it is read: the first epoch turns the advice on after its first
+        # COLD_MIN batches; the second is advised from its start and finds none of its
+        # advised samples cold (fewer than 1 in 8 in all), so the third starts unadvised
+        # and turns it on again; the fourth is advised from its start.
+        n, epochs = self.epochs(lambda i, n: True, "global", 4, advice_reads=True)
+        turned = [False] * (torchmod.COLD_MIN + 2) + [True] * (n - torchmod.COLD_MIN - 2)
+        advised_from_start = [False] + [True] * (n - 1)
+        self.assertEqual([[a for _, a in e] for e in epochs], [turned, advised_from_start] * 2)
 
     def test_an_epoch_after_a_cold_share(self):
         # One sample in 6 cold, shuffled: never COLD_MIN in a window, but 1 in 8 or more

@@ -57,8 +57,8 @@ __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "Warehou
 # the advice off.
 READ_AHEAD = 2
 #: _ReadAhead advises a plan once COLD_MIN samples and 1 in COLD_SHARE of those read in
-#: its last COLD_WINDOW batches were out of the page cache, and from its start when 1 in
-#: COLD_SHARE of those read while the plan before it ran were.
+#: its last COLD_WINDOW batches were out of the page cache, and from its start when the
+#: plan before it was so, or read 1 in COLD_SHARE of its samples out of the page cache.
 COLD_SHARE, COLD_MIN, COLD_WINDOW = 8, 4, 4
 
 _TORCH_DTYPES = {np.dtype("<f2"): torch.float16, np.dtype("<f4"): torch.float32, np.dtype("u1"): torch.uint8,
@@ -257,10 +257,13 @@ class _ReadAhead:
     are taken from the plan, so that on a cold page cache the disk reads them while the
     threads copy the batches before. Whether to advise is decided by the share of the
     samples read whose images were out of the page cache (``counts``: the warehouse's
-    ``(cold_samples, samples_read)``): a plan is advised from its start when at least
-    1 in COLD_SHARE of the samples read while the plan before it ran were cold, and
-    otherwise (the process's first plan too) from the moment its last COLD_WINDOW
-    batches' reads were (COLD_MIN samples at least). On a warm cache the advice only
+    ``(cold_samples, samples_read)``): a plan is advised from the moment 1 in COLD_SHARE
+    of the samples its last COLD_WINDOW batches read were cold (COLD_MIN samples at
+    least), and from its start when the plan before it was so, or read 1 in COLD_SHARE of
+    its samples cold. (A plan advised from its start whose advice kept ahead of its reads
+    finds few samples cold, and the next starts unadvised: on a cache that stays cold its
+    first batches turn the advice on again, on one that became warm it stays off; the
+    Go reader has the same rule, warehouse/readahead.go.) On a warm cache the advice only
     costs (10-12% of a warm epoch at one reader thread; a warm first epoch ran 1.11-1.17x
     faster without it), and the first batches of an epoch, never advised, tell a cold
     cache at once. A share, not one cold sample: a page cache with memory to spare
@@ -279,6 +282,7 @@ class _ReadAhead:
         self._advise, self._advise_ahead = advise, int(advise_ahead) if advise is not None else 0
         self._counts = counts if self._advise_ahead else None
         self._at_start = None  # counts when the plan started
+        self._turned = False  # the plan's reads turned the advice on
         self._marks = collections.deque(maxlen=COLD_WINDOW + 1)  # counts as the plan's last batches were taken
         self._advising = self._advise_ahead > 0
         self._pool = None
@@ -293,8 +297,9 @@ class _ReadAhead:
             self._drop()
             if self._counts is not None:
                 now = self._counts()
-                self._advising = self._at_start is not None and _mostly_cold(self._at_start, now, 1)
-                self._at_start = now
+                self._advising = self._at_start is not None and (
+                    self._turned or _mostly_cold(self._at_start, now, 1))
+                self._at_start, self._turned = now, False
                 self._marks.clear()
                 self._marks.append(now)  # unused when advising from the start
             if self._pool is None and self._threads:
@@ -313,7 +318,7 @@ class _ReadAhead:
             if _mostly_cold(self._marks[0], self._marks[-1], COLD_MIN):
                 # This plan's last reads found enough samples out of the page cache: advise
                 # from here on, the batches taken already (not the one going to a read now) too.
-                self._advising = True
+                self._advising = self._turned = True
                 for idx, _ in self._taken:
                     self._advise(idx)
         while key is not None and len(self._taken) < self._advise_ahead:
