@@ -174,3 +174,51 @@ func TestReadAheadOnlyWhenCold(t *testing.T) {
 		}
 	}
 }
+
+// Where the kernel cannot say what the page cache holds (ReadCached asked
+// false: NFS, old kernels), every sample counts as cold and the batches
+// are advised from the first window on, as on a cold cache; the batches
+// are the same.
+func TestReadAheadWhenTheCacheCannotBeAsked(t *testing.T) {
+	fx := warehousetest.Write(t, warehousetest.Spec{DType: shard.F32, Width: 256, Height: 64, MaxBoxes: 2, ShardSizes: []int{20, 20}})
+	r, err := Open(fx.Dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	epoch := func() (images []byte, advised, batches int) {
+		it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 2, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: 2, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		for {
+			b, err := it.Next()
+			if err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			images = append(images, b.Images...)
+			batches++
+		}
+		it.Close()
+		return images, it.Advised(), batches
+	}
+	want, _, _ := epoch()
+	before := r.Stats().ColdSamples
+	defer SetReadCached(func(*os.File, []byte, int64) (int, bool) { return 0, false })()
+	got, advised, batches := epoch()
+	if string(got) != string(want) {
+		t.Fatal("the batches differ where the cache cannot be asked")
+	}
+	if cold := r.Stats().ColdSamples - before; cold != 40 {
+		t.Errorf("%d of 40 samples counted cold where the cache cannot be asked, want all", cold)
+	}
+	if advised < batches-4 {
+		t.Errorf("%d of %d batches advised where the cache cannot be asked, want all but the few before the first window", advised, batches)
+	}
+	if _, advised, batches := epoch(); advised != batches-1 {
+		t.Errorf("the next epoch advised %d of %d batches, want all but the first", advised, batches)
+	}
+}

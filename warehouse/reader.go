@@ -77,7 +77,7 @@ type Reader struct {
 	opened         time.Time
 	loads          loadRecorder
 	samples        atomic.Int64   // samples handed out by Sample, ReadSampleInto and ReadRunInto
-	cold           atomic.Int64   // of ReadRunInto's, those read (in part) from disk: not all in the page cache
+	cold           atomic.Int64   // of ReadRunInto's, those read (in part) from disk, or not known to be cached
 	advice         adviceMemory   // read-ahead: counts when the last batch iterator started (readahead.go)
 	pool           batchPool      // batch buffers kept from one Batches iterator to the next
 	readersLock    *lockfile.Lock // shared lock that keeps gc away, nil when it could not be taken
@@ -727,20 +727,24 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 	return nil
 }
 
+// readCached is shard.ReadCached (a variable for the tests).
+var readCached = shard.ReadCached
+
 // readAt reads dst from offset off of shard k's file, the bytes of c
-// samples: first what the page cache holds (shard.ReadCached), then, where
-// that was not all, the rest with ReadAt, counting the c samples as cold
-// (the cue for the batch iterator's read-ahead advice, readahead.go).
+// samples: first what the page cache holds (readCached), then, where that
+// was not all, the rest with ReadAt, counting the c samples as cold (the
+// cue for the batch iterator's read-ahead advice, readahead.go). Where the
+// kernel cannot say (not Linux, kernels before 4.14, file systems without
+// RWF_NOWAIT: NFS, some FUSE), they count as cold too: without that
+// answer the advice is given for every batch, as on a cold cache.
 func (r *Reader) readAt(k int, dst []byte, off int64, c int) error {
 	f := r.shards[k].file
 	if osf, ok := f.(*os.File); ok {
-		n, asked := shard.ReadCached(osf, dst, off)
+		n, _ := readCached(osf, dst, off)
 		if n == len(dst) {
 			return nil
 		}
-		if asked {
-			r.cold.Add(int64(c))
-		}
+		r.cold.Add(int64(c))
 		dst, off = dst[n:], off+int64(n)
 	}
 	_, err := f.ReadAt(dst, off)

@@ -35,8 +35,8 @@ type LoadStats struct {
 	BytesMapped  int64 `json:"bytes_mapped"`
 	SamplesRead  int64 `json:"samples_read"`
 	// ColdSamples are the samples of batches (ReadRunInto) whose images
-	// were read from disk, not all in the page cache; 0 where that cannot
-	// be told (not Linux).
+	// were read from disk, not all in the page cache, or where the kernel
+	// cannot tell (not Linux, no RWF_NOWAIT: every one).
 	ColdSamples int64         `json:"cold_samples"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	// LoadP50, LoadP99 and LoadMax are percentiles (nearest rank) of
