@@ -18,11 +18,13 @@ func WillNeed(f *os.File, off, n int64) {
 	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_WILLNEED)
 }
 
-// noWait is cleared the first time the kernel refuses RWF_NOWAIT (older
-// than 4.14, or a file system without it): ReadCached then asks no more.
-var noWait atomic.Bool
+// askable is cleared the first time the kernel refuses RWF_NOWAIT (older
+// than 4.14, or a file system without it): ReadCached then asks no more, in
+// this process, whatever the file (a warehouse on NFS mixed with one on a
+// local disk gets the advice for every batch of both).
+var askable atomic.Bool
 
-func init() { noWait.Store(true) }
+func init() { askable.Store(true) }
 
 // ReadCached reads into p, from offset off of f, only what the page cache
 // holds, without waiting for the disk (preadv2 with RWF_NOWAIT): it returns
@@ -33,7 +35,7 @@ func init() { noWait.Store(true) }
 // the rest. The warehouse reader counts its cold samples so, the cue for
 // its read-ahead advice.
 func ReadCached(f *os.File, p []byte, off int64) (n int, asked bool) {
-	if !noWait.Load() || len(p) == 0 {
+	if !askable.Load() || len(p) == 0 {
 		return 0, false
 	}
 	n, err := unix.Preadv2(int(f.Fd()), [][]byte{p}, off, unix.RWF_NOWAIT)
@@ -43,7 +45,7 @@ func ReadCached(f *os.File, p []byte, off int64) (n int, asked bool) {
 	case errors.Is(err, unix.EAGAIN):
 		return 0, true
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
-		noWait.Store(false)
+		askable.Store(false)
 		return 0, false
 	}
 	return 0, true // the caller's ReadAt meets the error again and reports it

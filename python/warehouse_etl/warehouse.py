@@ -197,7 +197,7 @@ class Warehouse:
         self.verify_checksums = verify_checksums
         self.verify_samples = verify_samples
         self.samples_verified = 0  # CRC-32C checks that passed in this process
-        self._count_lock = threading.Lock()  # reader and checker threads add to samples_verified
+        self._count_lock = threading.Lock()  # reader and checker threads add to samples_verified and the counts below
         # Samples read_batch read (each row of each batch), and those of them whose images
         # it read with preadv, their pages not in the page cache (or no mapping to copy
         # them from): the torch loader advises read-ahead once a share of its reads is
