@@ -11,10 +11,14 @@ epoch; pages this process has mapped stay cached after it, so later epochs are w
 """
 import argparse
 import os
+import sys
 import time
 
 import warehouse_etl
 from warehouse_etl.torch import make_loader
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import evict  # noqa: E402
 
 
 def main():
@@ -34,13 +38,7 @@ def main():
         return advise(idx)
     wh.advise = counted
     if a.cold:
-        for root, _, names in os.walk(os.path.realpath(wh.dir)):
-            for n in names:
-                fd = os.open(os.path.join(root, n), os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+        evict.evict([os.path.realpath(wh.dir)])
     loader = make_loader(wh, a.batch, reader_threads=a.threads, seed=1, shuffle="global")
     out = []
     for e in range(a.epochs):

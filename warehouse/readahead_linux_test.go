@@ -108,6 +108,44 @@ func TestReadAheadBringsPagesIn(t *testing.T) {
 	}
 }
 
+// dropFromCache drops the file at path from the page cache (pages another
+// mapping holds stay).
+func dropFromCache(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_ = f.Sync() // DONTNEED keeps dirty pages
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// readAheadEpoch reads one epoch of r (batches of 2, global shuffle,
+// ReadAhead 2, one worker): its images in batch order, the batches
+// advised, the batches and the samples counted cold.
+func readAheadEpoch(t *testing.T, r *Reader) (images []byte, advised, batches int, cold int64) {
+	t.Helper()
+	before := r.Stats().ColdSamples
+	it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 2, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: 2, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := it.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			it.Close()
+			t.Fatal(err)
+		}
+		images = append(images, b.Images...)
+		batches++
+	}
+	it.Close() // Advised is read after it
+	return images, it.Advised(), batches, r.Stats().ColdSamples - before
+}
+
 // A batch iterator counts the samples it read from disk (Stats.ColdSamples:
 // preadv2 RWF_NOWAIT found them out of the page cache) and advises the
 // batches ahead only then: a warm epoch is read with no cold sample and no
@@ -116,62 +154,34 @@ func TestReadAheadBringsPagesIn(t *testing.T) {
 // cold one from its first batch. (Compact shards read their regions
 // through the same Reader.readAt: cmd/warehouse-etl's TestLoadColdSamples.)
 func TestReadAheadOnlyWhenCold(t *testing.T) {
-	{
-		spec := warehousetest.Spec{DType: shard.F32, Width: 256, Height: 64, MaxBoxes: 2, ShardSizes: []int{40, 40}}
-		fx := warehousetest.Write(t, spec) // 196 KiB images
-		r, err := Open(fx.Dir, OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		evict := func() {
-			for k := range 2 {
-				f, err := os.Open(fx.ShardPath(k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = f.Sync() // DONTNEED keeps dirty pages
-				_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-				f.Close()
-			}
-		}
-		epoch := func() (cold int64, advised, batches int) {
-			before := r.Stats().ColdSamples
-			it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 2, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: 2, Workers: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for {
-				if _, err := it.Next(); err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				batches++
-			}
-			it.Close()
-			return r.Stats().ColdSamples - before, it.Advised(), batches
-		}
-		for range 2 { // the first epoch's reads make every page cached
-			epoch()
-		}
-		if cold, advised, _ := epoch(); cold != 0 || advised != 2 {
-			t.Fatalf("a warm epoch read %d samples from disk and advised %d batches, want 0 and 2", cold, advised)
-		}
-		evict()
-		cold, advised, batches := epoch()
-		if cold == 0 {
-			t.Skipf("no sample was read from disk after DONTNEED (tmpfs, or a kernel without RWF_NOWAIT)")
-		}
-		if advised <= 2 || advised >= batches {
-			t.Errorf("a cold epoch (%d of 80 samples from disk) advised %d of %d batches, want more than 2, not the first", cold, advised, batches)
-		}
-		if cold, advised, batches := epoch(); cold != 0 || advised != batches-1 {
-			t.Errorf("the epoch after a cold one read %d samples from disk and advised %d of %d batches, want all but the first", cold, advised, batches)
-		}
-		if _, advised, _ := epoch(); advised != 2 {
-			t.Errorf("a warm epoch after a warm one advised %d batches, want 2", advised)
-		}
+	spec := warehousetest.Spec{DType: shard.F32, Width: 256, Height: 64, MaxBoxes: 2, ShardSizes: []int{40, 40}}
+	fx := warehousetest.Write(t, spec) // 196 KiB images
+	r, err := Open(fx.Dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range 2 { // the first epoch's reads make every page cached
+		readAheadEpoch(t, r)
+	}
+	if _, advised, _, cold := readAheadEpoch(t, r); cold != 0 || advised != 2 {
+		t.Fatalf("a warm epoch read %d samples from disk and advised %d batches, want 0 and 2", cold, advised)
+	}
+	for k := range 2 {
+		dropFromCache(t, fx.ShardPath(k))
+	}
+	_, advised, batches, cold := readAheadEpoch(t, r)
+	if cold == 0 {
+		t.Skipf("no sample was read from disk after DONTNEED (tmpfs, or a kernel without RWF_NOWAIT)")
+	}
+	if advised <= 2 || advised >= batches {
+		t.Errorf("a cold epoch (%d of 80 samples from disk) advised %d of %d batches, want more than 2, not the first", cold, advised, batches)
+	}
+	if _, advised, batches, cold := readAheadEpoch(t, r); cold != 0 || advised != batches-1 {
+		t.Errorf("the epoch after a cold one read %d samples from disk and advised %d of %d batches, want all but the first", cold, advised, batches)
+	}
+	if _, advised, _, _ := readAheadEpoch(t, r); advised != 2 {
+		t.Errorf("a warm epoch after a warm one advised %d batches, want 2", advised)
 	}
 }
 
@@ -186,39 +196,19 @@ func TestReadAheadWhenTheCacheCannotBeAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	epoch := func() (images []byte, advised, batches int) {
-		it, err := r.Batches(context.Background(), BatchOptions{BatchSize: 2, Seed: 1, Shuffle: ShuffleGlobal, ReadAhead: 2, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer it.Close()
-		for {
-			b, err := it.Next()
-			if err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			images = append(images, b.Images...)
-			batches++
-		}
-		it.Close()
-		return images, it.Advised(), batches
-	}
-	want, _, _ := epoch()
-	before := r.Stats().ColdSamples
+	want, _, _, _ := readAheadEpoch(t, r)
 	defer SetReadCached(func(*os.File, []byte, int64) (int, bool) { return 0, false })()
-	got, advised, batches := epoch()
+	got, advised, batches, cold := readAheadEpoch(t, r)
 	if string(got) != string(want) {
 		t.Fatal("the batches differ where the cache cannot be asked")
 	}
-	if cold := r.Stats().ColdSamples - before; cold != 40 {
+	if cold != 40 {
 		t.Errorf("%d of 40 samples counted cold where the cache cannot be asked, want all", cold)
 	}
 	if advised < batches-4 {
 		t.Errorf("%d of %d batches advised where the cache cannot be asked, want all but the few before the first window", advised, batches)
 	}
-	if _, advised, batches := epoch(); advised != batches-1 {
+	if _, advised, batches, _ := readAheadEpoch(t, r); advised != batches-1 {
 		t.Errorf("the next epoch advised %d of %d batches, want all but the first", advised, batches)
 	}
 }

@@ -948,12 +948,11 @@ class Warehouse:
             done += [job.result() for job in jobs]
         else:
             done = [copy(pieces)]
-        found = []
-        for cold, crcs in done:
-            if cold:
-                with self._count_lock:
-                    self.cold_samples += cold
-            found += crcs
+        cold = sum(c for c, _ in done)
+        if cold:
+            with self._count_lock:
+                self.cold_samples += cold
+        found = [x for _, crcs in done for x in crcs]
         first_bad = None  # (row, error): the first mismatch in row order
         if found:  # compared with the shards' tables (sorted positions run shard by shard)
             found.sort()
