@@ -3,6 +3,7 @@ package shard
 import (
 	"hash/crc32"
 	"math/bits"
+	"unsafe"
 )
 
 // castagnoli is the CRC-32C table. hash/crc32 computes it with the SSE4.2
@@ -25,6 +26,64 @@ func crc32c(crc uint32, p ...[]byte) uint32 {
 	}
 	return crc
 }
+
+// Copy is copy(dst, src) that, with stream, stores past the caches where
+// it can (amd64 with AVX2, 1 KiB or more to a 32-byte aligned dst), as
+// CopyCRC32C does: for a destination that is not read back from the
+// caches soon.
+func Copy(dst, src []byte, stream bool) {
+	dst = dst[:len(src)]
+	if stream && copyNTAvailable && len(src) >= copyFoldMin && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%32 == 0 {
+		m := len(src) &^ 127
+		copyNT(dst[:m], src[:m])
+		dst, src = dst[m:], src[m:]
+	}
+	copy(dst, src)
+}
+
+// UpdateCRC32C returns the CRC-32C crc continued over p (crc 0 starts
+// one), with the fold where the CPU has it.
+func UpdateCRC32C(crc uint32, p []byte) uint32 { return crc32c(crc, p) }
+
+// CopyCRC32C copies src into dst, which must be at least as long, and
+// returns the CRC-32C crc continued over src (crc 0 starts one; CopyCRC32C
+// of a whole in pieces, each continuing the last, is the CRC-32C of the
+// whole): copy(dst, src) and then a CRC pass, in one pass over src where
+// the CPU has the fold (castagnoliFold's carry-less multiplications, which
+// run while the loads wait on memory, so that a copy from memory costs
+// about what the copy alone does). With stream, a copy of 1 KiB or more to
+// a 32-byte aligned dst stores past the caches (VMOVNTDQ): for a
+// destination that is not read back from the caches soon, a sample in a
+// batch of megabytes. A regular store first reads the line it writes
+// (read for ownership); skipping that moves a third fewer bytes to and
+// from memory. Without the fold each copyChunk bytes are copied and then
+// their CRC computed from dst while they are still in the first-level
+// cache.
+func CopyCRC32C(crc uint32, dst, src []byte, stream bool) uint32 {
+	dst = dst[:len(src)]
+	if foldAvailable && len(src) >= copyFoldMin {
+		m := len(src) &^ 127
+		stream = stream && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%32 == 0
+		crc = ^castagnoliCopyFold(^crc, dst[:m], src[:m], &foldK, stream)
+		dst, src = dst[m:], src[m:]
+	}
+	for len(src) > 0 {
+		n := min(len(src), copyChunk)
+		copy(dst[:n], src[:n])
+		crc = crc32.Update(crc, castagnoli, dst[:n])
+		dst, src = dst[n:], src[n:]
+	}
+	return crc
+}
+
+const (
+	// copyFoldMin: below it the fold's setup and reduction (tens of
+	// cycles) are not worth it.
+	copyFoldMin = 1024
+	// copyChunk is the piece CopyCRC32C copies before computing its CRC
+	// without the fold: half a typical 32 KiB first-level data cache.
+	copyChunk = 16 << 10
+)
 
 // Folding (checksum_amd64.s) computes CRC-32C 1.7x as fast as hash/crc32
 // where the CPU has 256-bit carry-less multiplication (38 against 22 GB/s

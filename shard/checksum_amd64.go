@@ -19,6 +19,25 @@ func cpuid7ECX() uint32
 //go:noescape
 func castagnoliFold(crc uint32, p []byte, k *foldConstants) uint32
 
+// castagnoliCopyFold copies src to dst and returns the CRC-32C register
+// (not inverted) after src from the register crc, in one pass; with
+// stream its stores bypass the caches, and dst must be 32-byte aligned.
+// len(src) must be a nonzero multiple of 128 and len(dst) at least
+// len(src).
+//
+//go:noescape
+func castagnoliCopyFold(crc uint32, dst, src []byte, k *foldConstants, stream bool) uint32
+
+// copyNTAvailable: copyNT's AVX stores past the caches.
+var copyNTAvailable = cpu.X86.HasAVX2
+
+// copyNT copies src to dst with stores that bypass the caches. len(src)
+// must be a nonzero multiple of 128, len(dst) at least len(src), dst
+// 32-byte aligned.
+//
+//go:noescape
+func copyNT(dst, src []byte)
+
 // checksum_amd64.s has the stream length and the vector part's length as
 // literal offsets (3072, 6144, 8064 = foldVector - 128): these fail to
 // compile when the constants change without it.

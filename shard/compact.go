@@ -264,29 +264,72 @@ func (r *Reader) RestoreImage(dst, src []byte, i int) {
 	if len(src) != g.Bytes(l.Channels) {
 		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(src), g.Bytes(l.Channels)))
 	}
-	restore(dst[:r.imageBytes], src, l, g)
+	restore(dst[:r.imageBytes], src, l, g, nil)
+}
+
+// RestoreImageChecked is RestoreImage that also checks sample i against
+// the checksum table, in the same pass as it copies src, the sample's
+// stored region bytes as the caller read them (CopyCRC32C): what it
+// checks is what it restored, as VerifyRegion(i, src) before RestoreImage
+// would, without reading src twice. With stream the copies store past the
+// caches (CopyCRC32C). The result is VerifyRegion's: nil on a match or
+// without a checksum section, an error wrapping ErrCorrupt otherwise; dst
+// is restored either way. It panics on a shard that is not compact, or
+// when src is not the region's size.
+func (r *Reader) RestoreImageChecked(i int, dst, src []byte, stream bool) error {
+	if !r.compact {
+		panic("shard: RestoreImageChecked on a shard that is not compact")
+	}
+	g := r.Region(i)
+	l := r.layout
+	if len(src) != g.Bytes(l.Channels) {
+		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(src), g.Bytes(l.Channels)))
+	}
+	want, ok := r.SampleChecksum(i)
+	if !ok {
+		restore(dst[:r.imageBytes], src, l, g, nil)
+		return nil
+	}
+	sum := &restoreSum{crc: crc32c(0, r.compactEntry(i)), stream: stream}
+	restore(dst[:r.imageBytes], src, l, g, sum)
+	return checkSampleCRC(i, r.tailChecksum(sum.crc, i), want)
+}
+
+// restoreSum is the CRC restore continues over the region bytes it copies
+// (CopyCRC32C), and whether its copies store past the caches.
+type restoreSum struct {
+	crc    uint32
+	stream bool
 }
 
 // restore fills the CHW image dst of l with l.Pad around region g and the
-// rows of src inside it.
-func restore(dst, src []byte, l Layout, g Region) {
+// rows of src inside it; with sum not nil it continues sum.crc over src as
+// it copies it (CopyCRC32C: one pass over the region bytes).
+func restore(dst, src []byte, l Layout, g Region, sum *restoreSum) {
 	W, H := l.Width, l.Height
 	if g.W == 0 {
 		fill(dst, l.Pad)
 		return
 	}
+	put := func(d, s []byte) {
+		if sum == nil {
+			copy(d, s)
+		} else {
+			sum.crc = CopyCRC32C(sum.crc, d, s, sum.stream)
+		}
+	}
 	for c := range l.Channels {
 		plane := dst[c*W*H : (c+1)*W*H]
 		fill(plane[:g.Y*W], l.Pad)
 		if g.W == W { // full-width rows: one band
-			copy(plane[g.Y*W:(g.Y+g.H)*W], src[c*g.H*W:(c+1)*g.H*W])
+			put(plane[g.Y*W:(g.Y+g.H)*W], src[c*g.H*W:(c+1)*g.H*W])
 			fill(plane[(g.Y+g.H)*W:], l.Pad)
 			continue
 		}
 		for r := range g.H {
 			row := plane[(g.Y+r)*W : (g.Y+r+1)*W]
 			fill(row[:g.X], l.Pad)
-			copy(row[g.X:g.X+g.W], src[(c*g.H+r)*g.W:])
+			put(row[g.X:g.X+g.W], src[(c*g.H+r)*g.W:(c*g.H+r+1)*g.W])
 			fill(row[g.X+g.W:], l.Pad)
 		}
 		fill(plane[(g.Y+g.H)*W:], l.Pad)

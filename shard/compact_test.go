@@ -260,6 +260,86 @@ func BenchmarkRestore(b *testing.B) {
 	dst := make([]byte, l.ImageBytes())
 	b.SetBytes(l.ImageBytes())
 	for b.Loop() {
-		restore(dst, src, l, g)
+		restore(dst, src, l, g, nil)
+	}
+}
+
+// TestCheckedCopies: a sample's image bytes copied from the file with
+// CopyCRC32C and checked with CheckImageCRC, and a compact sample's region
+// bytes restored with RestoreImageChecked, hand out the image Image does
+// and pass; with one stored byte of the sample flipped they fail with
+// VerifySample's error (the CRC of the stored bytes against the table's)
+// and still hand out what is stored. Sizes reach the fold (images and
+// region bands of 1,024 bytes or more) and stay below it (9-byte rows), in
+// one call or, for full images, in pieces as the Go reader copies them.
+func TestCheckedCopies(t *testing.T) {
+	for _, l := range []Layout{
+		{DType: U8, Width: 9, Height: 7, Channels: 3, MaxBoxes: 2, ExtraF32: 1},
+		{DType: F16, Width: 384, Height: 384, Channels: 3, MaxBoxes: 2},
+		{DType: U8, Width: 9, Height: 7, Channels: 3, MaxBoxes: 2, ExtraF32: 1, Compact: true, Pad: 114},
+		{DType: U8, Width: 384, Height: 288, Channels: 3, MaxBoxes: 2, Compact: true},
+	} {
+		t.Run(l.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(l.Width), 11))
+			samples := letterboxSamples(rng, l, 10)
+			b, _ := writeShard(t, l, len(samples), samples)
+			dst := make([]byte, l.ImageBytes()+64)
+			// checked copies sample i of r, whose file is file, into dst.
+			checked := func(r *Reader, file []byte, i int, stream bool) error {
+				if l.Compact {
+					off, n := r.RegionSpan(i, 1)
+					return r.RestoreImageChecked(i, dst, file[off:off+int64(n)], stream)
+				}
+				off, n := r.ImageSpan(i, 1)
+				src, crc := file[off:off+int64(n)], uint32(0)
+				for p := 0; p < n; p += 40000 { // in pieces, each continuing the CRC
+					crc = CopyCRC32C(crc, dst[p:], src[p:min(p+40000, n)], stream)
+				}
+				return r.CheckImageCRC(i, crc)
+			}
+			r := mustParse(t, b)
+			for i, s := range samples {
+				for k := range dst {
+					dst[k] = 0xEE
+				}
+				if err := checked(r, b, i, i%2 == 0); err != nil {
+					t.Fatalf("sample %d: %v", i, err)
+				}
+				if !bytes.Equal(dst[:l.ImageBytes()], s.Image) {
+					t.Fatalf("sample %d: the copy differs from the image written", i)
+				}
+				if bytes.Count(dst[l.ImageBytes():], []byte{0xEE}) != 64 {
+					t.Fatalf("sample %d: bytes past the image written", i)
+				}
+			}
+			for i := range samples {
+				bad := bytes.Clone(b)
+				var at int64
+				if l.Compact {
+					g := r.Region(i)
+					if g.W == 0 {
+						continue // nothing stored to flip
+					}
+					at = g.Offset + int64(g.Bytes(l.Channels))/2
+				} else {
+					off, n := r.ImageSpan(i, 1)
+					at = off + int64(n)/2
+				}
+				bad[at] ^= 0x04
+				rb := mustParse(t, bad)
+				want := rb.VerifySample(i, nil)
+				if !errors.Is(want, ErrCorrupt) {
+					t.Fatalf("sample %d: VerifySample of the flipped shard: %v", i, want)
+				}
+				if err := checked(rb, bad, i, false); err == nil || err.Error() != want.Error() {
+					t.Fatalf("sample %d, flipped: %v, want %v", i, err, want)
+				}
+				img := make([]byte, l.ImageBytes())
+				rb.ImageInto(img, i)
+				if !bytes.Equal(dst[:l.ImageBytes()], img) {
+					t.Fatalf("sample %d, flipped: the copy is not what is stored", i)
+				}
+			}
+		})
 	}
 }

@@ -3,17 +3,20 @@ package shard
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"warehouse-etl/internal/fuzzmem"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse. It must never panic; a rejected
-// input must wrap ErrCorrupt; an accepted one must let every accessor and
-// Check and VerifySample run on every sample, with the sizes the layout
-// promises. The seeds in testdata/fuzz/FuzzParse are the golden shards as
-// written, without the checksum section, and without meta and checksum
-// sections, and a compact shard (TestCompactSeeds).
+// input must wrap ErrCorrupt; an accepted one must let every accessor,
+// Check, VerifySample and the batch path's one-pass checks (CopyCRC32C
+// with CheckImageCRC, RestoreImageChecked, which must agree with
+// VerifySample) run on every sample, with the sizes the layout promises.
+// The seeds in testdata/fuzz/FuzzParse are the golden shards as written,
+// without the checksum section, and without meta and checksum sections,
+// and a compact shard (TestCompactSeeds).
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(nil))
 	f.Add([]byte(Magic))
@@ -56,6 +59,19 @@ func FuzzParse(f *testing.F) {
 				}
 				if err := r.VerifyRegion(i, b[off:off+int64(n)]); (err == nil) != (r.VerifySample(i, nil) == nil) {
 					t.Fatalf("sample %d: VerifyRegion of the stored region disagrees with VerifySample", i)
+				}
+				// The batch path: restored and checked in one pass.
+				clear(buf)
+				err := r.RestoreImageChecked(i, buf, b[off:off+int64(n)], i%2 == 0)
+				if want := r.VerifySample(i, nil); fmt.Sprint(err) != fmt.Sprint(want) || !bytes.Equal(buf, r.Image(i)) {
+					t.Fatalf("sample %d: RestoreImageChecked %v, VerifySample %v (or the images differ)", i, err, want)
+				}
+			} else {
+				// The batch path: copied and checked in one pass.
+				buf := make([]byte, l.ImageBytes())
+				err := r.CheckImageCRC(i, CopyCRC32C(0, buf, r.Image(i), i%2 == 0))
+				if want := r.VerifySample(i, nil); fmt.Sprint(err) != fmt.Sprint(want) || !bytes.Equal(buf, r.Image(i)) {
+					t.Fatalf("sample %d: CheckImageCRC %v, VerifySample %v (or the copy differs)", i, err, want)
 				}
 			}
 			switch l.DType {

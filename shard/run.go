@@ -35,6 +35,24 @@ func (r *Reader) ImageSpan(i, n int) (off int64, length int) {
 	return int64(r.imageOffset) + int64(i)*int64(r.imageBytes), n * r.imageBytes
 }
 
+// CheckImageCRC checks sample i of a shard that is not compact against
+// the checksum table, given crc, the CRC-32C of its image bytes as the
+// caller read them (CopyCRC32C over its copy): the CRC continues over the
+// sample's other sections in the shard. The result is VerifySample's: nil
+// on a match or without a checksum section, an error wrapping ErrCorrupt
+// that names the sample and both CRCs otherwise. It panics on a compact
+// shard (see RestoreImageChecked).
+func (r *Reader) CheckImageCRC(i int, crc uint32) error {
+	if r.compact {
+		panic("shard: CheckImageCRC on a compact shard")
+	}
+	want, ok := r.SampleChecksum(i)
+	if !ok {
+		return nil
+	}
+	return checkSampleCRC(i, r.tailChecksum(crc, i), want)
+}
+
 func (r *Reader) checkRun(i, n int) {
 	if i < 0 || n < 0 || i > r.samples-n {
 		panic(fmt.Sprintf("shard: samples [%d, %d) out of range [0:%d]", i, i+n, r.samples))

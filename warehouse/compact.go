@@ -53,10 +53,11 @@ var regionScratch = sync.Pool{New: func() any { return new([]byte) }}
 // readCompactRun reads samples [local, local+m) of compact shard k into
 // rows row..row+m-1 of b.Images: per chunk of up to verifyChunk bytes of
 // regions (at least one sample), one pread of their regions (stored back to
-// back) into a scratch buffer, then each, on its first read, checked against
-// its CRC-32C (over the region bytes as read: one contiguous span, still in
-// the CPU cache) and restored into its row.
-func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch, row int) error {
+// back) into a scratch buffer, then each restored into its row and, on its
+// first read, checked against its CRC-32C in the same pass over its region
+// bytes as read (shard.Reader.RestoreImageChecked; stores past the caches
+// with stream).
+func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch, row int, stream bool) error {
 	img := int(r.layout.ImageBytes())
 	verify := r.needsCheck(k, sr, local, m)
 	bufp := regionScratch.Get().(*[]byte)
@@ -83,12 +84,13 @@ func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch,
 			o, n := sr.RegionSpan(local+j+q, 1)
 			dst := b.Images[(row+j+q)*img : (row+j+q+1)*img]
 			region := buf[o-off : o-off+int64(n)]
-			if verify {
-				if err := r.verifyRegion(k, sr, local+j+q, region); err != nil {
+			if i := local + j + q; verify && r.needsCheck(k, sr, i, 1) {
+				if err := r.checked(k, i, sr.RestoreImageChecked(i, dst, region, stream)); err != nil {
 					return err
 				}
+			} else {
+				sr.RestoreImage(dst, region, i)
 			}
-			sr.RestoreImage(dst, region, local+j+q)
 		}
 		j += c
 	}

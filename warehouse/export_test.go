@@ -15,8 +15,8 @@ import (
 	"warehouse-etl/shard"
 )
 
-// VerifyChunk is verifyChunk.
-const VerifyChunk = verifyChunk
+// ReadPiece is readPiece.
+const ReadPiece = readPiece
 
 // NewBatch is newBatch.
 var NewBatch = newBatch

@@ -623,17 +623,18 @@ func (r *Reader) verifySample(k int, sr *shard.Reader, local int, image []byte) 
 	return r.verifyWith(k, sr, local, image, sr.VerifySample)
 }
 
-// verifyRegion is verifySample for a sample of a compact shard, with region
-// its stored region bytes as read from the file (shard.Reader.VerifyRegion).
-func (r *Reader) verifyRegion(k int, sr *shard.Reader, local int, region []byte) error {
-	return r.verifyWith(k, sr, local, region, sr.VerifyRegion)
-}
-
 func (r *Reader) verifyWith(k int, sr *shard.Reader, local int, b []byte, verify func(int, []byte) error) error {
 	if !r.needsCheck(k, sr, local, 1) {
 		return nil
 	}
-	if err := verify(local, b); err != nil {
+	return r.checked(k, local, verify(local, b))
+}
+
+// checked records the outcome of the check of sample local of shard k:
+// err, the check's error, named by shard file, warehouse sample and sample
+// in the shard; nil counted in SamplesVerified.
+func (r *Reader) checked(k, local int, err error) error {
+	if err != nil {
 		return fmt.Errorf("%s: warehouse sample %d: %w", r.shards[k].path, r.starts[k]+local, err)
 	}
 	// SamplesVerified counts distinct samples when each is checked once,
@@ -657,28 +658,48 @@ func touchPages(b []byte) {
 	touchSink.Add(uint32(acc))
 }
 
-// verifyChunk bounds the image bytes ReadRunInto reads with one pread when
-// it checks samples: each chunk's CRCs are computed right after its pread,
-// while the bytes are still in the CPU cache, instead of reading a whole
-// run back from memory.
+// verifyChunk bounds the region bytes ReadRunInto reads with one pread
+// when it checks the samples of a compact shard (readCompactRun): each
+// chunk's samples are checked and restored right after its pread, while
+// the bytes are still in the CPU cache.
 const verifyChunk = 512 << 10
 
+// readPiece is what ReadRunInto reads with one pread when it reads a run
+// in pieces (readPieces): small enough to stay in the CPU's second-level
+// cache between the pread and the copy out of it.
+const readPiece = 128 << 10
+
+// pieceScratch holds readPieces' readPiece-byte buffers.
+var pieceScratch = sync.Pool{New: func() any { b := make([]byte, readPiece); return &b }}
+
+// streamBatch: a batch with this many image bytes or more has its images
+// written with stores that bypass the caches (readPieces, shard.Copy and
+// shard.CopyCRC32C): more than a core's second-level cache holds, so its
+// first rows would be evicted to memory before anyone read them anyway,
+// and a store that skips the caches does not first read the line it
+// writes (a third less memory traffic).
+const streamBatch = 1 << 20
+
 // ReadRunInto reads the n consecutive samples first..first+n-1 into rows
-// row..row+n-1 of b: per shard they cover, one pread of all their images
-// straight into b.Images (no mapping is touched, so no page faults and no
-// page-table growth however much is read) and one copy of their boxes,
-// masks, records and extras from the mapping. This is the batch fill path;
-// a shuffled batch is a run of length 1 per sample, still one pread each.
+// row..row+n-1 of b: per shard they cover, their images with pread (no
+// mapping is touched, so no page faults and no page-table growth however
+// much is read) and one copy of their boxes, masks, records and extras
+// from the mapping. This is the batch fill path; a shuffled batch is a run
+// of length 1 per sample.
 //
 // Each sample is checked against its CRC-32C as read into b, on its first
-// read (see OpenOptions.SkipSampleChecksums and RecheckSamples): when a run
-// holds a sample to check, its images are read in preads of up to
-// verifyChunk bytes (at least one sample), each followed by the CRCs of its
-// samples.
+// read (see OpenOptions.SkipSampleChecksums and RecheckSamples). A run
+// that holds a sample to check, or whose batch is streamBatch bytes of
+// images or more, is read in preads of readPiece bytes into a small buffer
+// and copied from there into b, the CRC folded into the copy
+// (readPieces): the check costs no second pass over the images, and a
+// large batch is written past the caches. Other runs are read with one
+// pread straight into b.
 func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 	if first < 0 || n < 0 || first > r.Len()-n {
 		return fmt.Errorf("%s: samples [%d, %d) out of range [0, %d)", r.dir, first, first+n, r.Len())
 	}
+	stream := len(b.Images) >= streamBatch
 	for n > 0 {
 		k, local, err := r.locate(first)
 		if err != nil {
@@ -690,34 +711,20 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 		}
 		m := min(n, sr.Len()-local)
 		if sr.IsCompact() { // compact.go
-			if err := r.readCompactRun(k, sr, local, m, b, row); err != nil {
+			if err := r.readCompactRun(k, sr, local, m, b, row, stream); err != nil {
 				return err
 			}
-			sr.CopyRows(local, b.rows(row, m))
-			r.samples.Add(int64(m))
-			first, row, n = first+m, row+m, n-m
-			continue
-		}
-		img := int(r.layout.ImageBytes())
-		verify := r.needsCheck(k, sr, local, m)
-		step := m
-		if verify {
-			step = max(1, verifyChunk/max(img, 1))
-		}
-		for j := 0; j < m; j += step {
-			c := min(step, m-j)
-			off, length := sr.ImageSpan(local+j, c)
-			dst := b.Images[(row+j)*img : (row+j)*img+length]
-			if err := r.readAt(k, dst, off, c); err != nil {
-				return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local+j, local+j+c-1, err)
+		} else {
+			img := int(r.layout.ImageBytes())
+			off, length := sr.ImageSpan(local, m)
+			dst := b.Images[row*img : row*img+length]
+			if check := r.needsCheck(k, sr, local, m); check || stream {
+				err = r.readPieces(k, sr, local, m, dst, off, stream, check)
+			} else if err = r.readAt(k, dst, off, m); err != nil {
+				err = fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local, local+m-1, err)
 			}
-			if !verify {
-				continue
-			}
-			for q := range c {
-				if err := r.verifySample(k, sr, local+j+q, dst[q*img:(q+1)*img]); err != nil {
-					return err
-				}
+			if err != nil {
+				return err
 			}
 		}
 		sr.CopyRows(local, b.rows(row, m))
@@ -727,28 +734,105 @@ func (r *Reader) ReadRunInto(first, n int, b *Batch, row int) error {
 	return nil
 }
 
+// readPieces reads the images of samples [local, local+c) of shard k, at
+// off in its file, into dst: preads of up to readPiece bytes into a buffer
+// that stays in the CPU's cache, each copied into dst (stores past the
+// caches with stream: shard.Copy) and, with check, each sample checked
+// against its CRC-32C where it is still to be, the CRC folded into the
+// copy (shard.CopyCRC32C), so that the image bytes come from memory once,
+// as in an unchecked read. A piece may hold the end of one image and the
+// start of the next.
+//
+// Those preads only take what the page cache holds (readCached). From the
+// first piece it did not all hold, the rest of the run is read with one
+// pread straight into dst (checked in a second pass), its samples counted
+// cold: a piece at a time, a cold run would wait on the disk once per
+// piece, the kernel reading ahead only from the second on.
+func (r *Reader) readPieces(k int, sr *shard.Reader, local, c int, dst []byte, off int64, stream, check bool) error {
+	img := len(dst) / c
+	bufp := pieceScratch.Get().(*[]byte)
+	defer pieceScratch.Put(bufp)
+	var crc uint32
+	q, direct := 0, false // the sample being copied; whether the rest is in dst
+	for p := 0; p < len(dst); {
+		var buf []byte
+		if !direct {
+			buf = (*bufp)[:min(readPiece, len(dst)-p)]
+			n, cold, err := r.readCachedPart(k, buf, off+int64(p))
+			if err == nil && cold {
+				copy(dst[p:], buf[:n])
+				_, err = r.shards[k].file.ReadAt(dst[p+n:], off+int64(p+n))
+				r.cold.Add(int64(c - q))
+				direct = true
+			}
+			if err != nil {
+				return fmt.Errorf("%s: read samples %d..%d: %w (the file changed after it was opened?)", r.shards[k].path, local+q, local+c-1, err)
+			}
+			if direct && !check {
+				return nil
+			}
+		}
+		if direct {
+			buf = dst[p:]
+		}
+		for len(buf) > 0 {
+			end := (q + 1) * img
+			m := min(len(buf), end-p)
+			switch {
+			case !check:
+				shard.Copy(dst[p:p+m], buf[:m], stream)
+			case direct:
+				crc = shard.UpdateCRC32C(crc, dst[p:p+m])
+			default:
+				crc = shard.CopyCRC32C(crc, dst[p:p+m], buf[:m], stream)
+			}
+			buf, p = buf[m:], p+m
+			if p == end {
+				if check && r.needsCheck(k, sr, local+q, 1) {
+					if err := r.checked(k, local+q, sr.CheckImageCRC(local+q, crc)); err != nil {
+						return err
+					}
+				}
+				q, crc = q+1, 0
+			}
+		}
+	}
+	return nil
+}
+
 // readCached is shard.ReadCached (a variable for the tests).
 var readCached = shard.ReadCached
 
 // readAt reads dst from offset off of shard k's file, the bytes of c
-// samples: first what the page cache holds (readCached), then, where that
-// was not all, the rest with ReadAt, counting the c samples as cold (the
-// cue for the batch iterator's read-ahead advice, readahead.go). Where the
-// kernel cannot say (not Linux, kernels before 4.14, file systems without
-// RWF_NOWAIT: NFS, some FUSE), they count as cold too: without that
-// answer the advice is given for every batch, as on a cold cache.
+// samples: first what the page cache holds (readCachedPart), then, where
+// that was not all, the rest with ReadAt, counting the c samples as cold:
+// the cue for the batch iterator's read-ahead advice (readahead.go).
 func (r *Reader) readAt(k int, dst []byte, off int64, c int) error {
-	f := r.shards[k].file
-	if osf, ok := f.(*os.File); ok {
-		n, _ := readCached(osf, dst, off)
-		if n == len(dst) {
-			return nil
-		}
-		r.cold.Add(int64(c))
-		dst, off = dst[n:], off+int64(n)
+	n, cold, err := r.readCachedPart(k, dst, off)
+	if err != nil || !cold {
+		return err
 	}
-	_, err := f.ReadAt(dst, off)
+	r.cold.Add(int64(c))
+	_, err = r.shards[k].file.ReadAt(dst[n:], off+int64(n))
 	return err
+}
+
+// readCachedPart reads into dst what the page cache holds of shard k's
+// file from off on (readCached), n bytes, and reports whether that was
+// not all of dst (cold). Where the kernel cannot say (not Linux, kernels
+// before 4.14, file systems without RWF_NOWAIT: NFS, some FUSE) it is
+// cold: without that answer the read-ahead advice is given for every
+// batch, as on a cold cache. A shard held in memory (FuzzOpen) is read
+// whole and never cold.
+func (r *Reader) readCachedPart(k int, dst []byte, off int64) (n int, cold bool, err error) {
+	f := r.shards[k].file
+	osf, ok := f.(*os.File)
+	if !ok {
+		_, err = f.ReadAt(dst, off)
+		return len(dst), false, err
+	}
+	n, _ = readCached(osf, dst, off)
+	return n, n < len(dst), nil
 }
 
 // ReadSampleInto copies sample i into one row of a batch: the raw image,

@@ -98,80 +98,98 @@ func TestSampleCRCRefusals(t *testing.T) {
 	spec := warehousetest.Spec{DType: shard.F32, Width: 5, Height: 3, MaxBoxes: 2, Extras: [][]int{{3}}, ShardSizes: []int{3, 3, 2}}
 	sections := []string{"image", "boxes", "mask", "record", "extras"}
 	for s, section := range sections {
-		t.Run(section, func(t *testing.T) {
-			fx := warehousetest.Write(t, spec)
-			spans, _ := sampleSpans(t, fx, 1, 1)
-			fx.FlipByte(t, 1, spans[s][0]+(spans[s][1]-spans[s][0])/2)
-			want := wantCRCError(t, fx, 1, 1)
-			for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
-				r, err := Open(fx.Dir, opts)
-				if err != nil {
-					t.Fatal(err)
+		t.Run(section, func(t *testing.T) { sampleCRCRefusal(t, spec, s) })
+	}
+}
+
+// sampleCRCRefusal is TestSampleCRCRefusals for section s.
+func sampleCRCRefusal(t *testing.T, spec warehousetest.Spec, s int) {
+	fx := warehousetest.Write(t, spec)
+	spans, _ := sampleSpans(t, fx, 1, 1)
+	fx.FlipByte(t, 1, spans[s][0]+(spans[s][1]-spans[s][0])/2)
+	want := wantCRCError(t, fx, 1, 1)
+	for _, opts := range []OpenOptions{{}, {RecheckSamples: true}} {
+		r, err := Open(fx.Dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // a refused sample stays refused
+			if _, err := r.Sample(4); err == nil || err.Error() != want {
+				t.Fatalf("Sample(4): %v\nwant %q", err, want)
+			}
+		}
+		for i := range r.Len() {
+			if s, err := r.Sample(i); i != 4 && err != nil {
+				t.Fatalf("Sample(%d): %v", i, err)
+			} else if i != 4 {
+				checkSample(t, fx, s, i)
+			}
+		}
+		for _, shuffle := range []Shuffle{ShuffleNone, ShuffleShards, ShuffleGlobal} {
+			for _, size := range []int{1, 3, 8} {
+				err := readEpoch(r, BatchOptions{BatchSize: size, Shuffle: shuffle, Seed: 3})
+				if err == nil || err.Error() != want {
+					t.Fatalf("batches of %d, shuffle %v: %v\nwant %q", size, shuffle, err, want)
 				}
-				for range 2 { // a refused sample stays refused
-					if _, err := r.Sample(4); err == nil || err.Error() != want {
-						t.Fatalf("Sample(4): %v\nwant %q", err, want)
-					}
-				}
-				for i := range r.Len() {
-					if s, err := r.Sample(i); i != 4 && err != nil {
-						t.Fatalf("Sample(%d): %v", i, err)
-					} else if i != 4 {
-						checkSample(t, fx, s, i)
-					}
-				}
-				for _, shuffle := range []Shuffle{ShuffleNone, ShuffleShards, ShuffleGlobal} {
-					for _, size := range []int{1, 3, 8} {
-						err := readEpoch(r, BatchOptions{BatchSize: size, Shuffle: shuffle, Seed: 3})
-						if err == nil || err.Error() != want {
-							t.Fatalf("batches of %d, shuffle %v: %v\nwant %q", size, shuffle, err, want)
-						}
-					}
-				}
-				r.Close()
 			}
-			r, err := Open(fx.Dir, OpenOptions{SkipSampleChecksums: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			if _, err := r.Sample(4); err != nil {
-				t.Fatalf("Sample(4) with SkipSampleChecksums: %v", err)
-			}
-			if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err != nil {
-				t.Fatalf("batches with SkipSampleChecksums: %v", err)
-			}
-			if verify, _ := r.VerifiesSamples(); verify || r.SamplesVerified() != 0 {
-				t.Fatalf("VerifiesSamples %v, SamplesVerified %d with SkipSampleChecksums", verify, r.SamplesVerified())
-			}
-		})
+		}
+		r.Close()
+	}
+	r, err := Open(fx.Dir, OpenOptions{SkipSampleChecksums: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Sample(4); err != nil {
+		t.Fatalf("Sample(4) with SkipSampleChecksums: %v", err)
+	}
+	if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err != nil {
+		t.Fatalf("batches with SkipSampleChecksums: %v", err)
+	}
+	if verify, _ := r.VerifiesSamples(); verify || r.SamplesVerified() != 0 {
+		t.Fatalf("VerifiesSamples %v, SamplesVerified %d with SkipSampleChecksums", verify, r.SamplesVerified())
 	}
 }
 
 // TestSampleCRCChunkedRuns reads runs whose images ReadRunInto reads in
-// several preads when checking (245,760-byte images: two per 512 KiB
-// chunk, so a run of 5 is read as 2+2+1): the values are right, and a flip
-// in a full or in the last, partial chunk is found.
+// pieces of ReadPiece bytes when checking, each copied into the batch
+// with the CRC folded in: 245,760-byte images, so that pieces end inside
+// images and hold the end of one and the start of the next, and
+// 294,912-byte ones (a batch of 5 large enough for the copies to store
+// past the caches). The values are right, checked and unchecked
+// (SkipSampleChecksums: the same pieces, copied), and a flip in the
+// first, a middle or the last sample of a run is found.
 func TestSampleCRCChunkedRuns(t *testing.T) {
-	spec := warehousetest.Spec{DType: shard.F16, Width: 256, Height: 160, MaxBoxes: 1, ShardSizes: []int{5, 3}}
-	for _, j := range []int{2, 4} {
-		fx := warehousetest.Write(t, spec)
-		if img := fx.Layout.ImageBytes(); VerifyChunk/img != 2 {
-			t.Fatalf("%d-byte images: %d per chunk, the test wants 2", img, VerifyChunk/img)
-		}
-		r, err := Open(fx.Dir, OpenOptions{RecheckSamples: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: DropRemainder})
-		checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 5, Shuffle: ShuffleShards, Remainder: PadRemainder})
-		spans, _ := sampleSpans(t, fx, 0, j)
-		fx.FlipByte(t, 0, spans[0][0]+7)
-		want := wantCRCError(t, fx, 0, j)
-		if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err == nil || err.Error() != want {
-			t.Fatalf("flip in sample %d: %v\nwant %q", j, err, want)
-		}
-		r.Close()
+	for _, height := range []int{160, 192} {
+		spec := warehousetest.Spec{DType: shard.F16, Width: 256, Height: height, MaxBoxes: 1, ShardSizes: []int{5, 3}}
+		t.Run(fmt.Sprint(height), func(t *testing.T) {
+			for _, j := range []int{0, 2, 4} {
+				fx := warehousetest.Write(t, spec)
+				if img := fx.Layout.ImageBytes(); img%ReadPiece == 0 || img < ReadPiece {
+					t.Fatalf("%d-byte images: pieces of %d end at image ends", img, ReadPiece)
+				}
+				r, err := Open(fx.Dir, OpenOptions{RecheckSamples: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: DropRemainder})
+				checkBatches(t, r, fx.Layout, BatchOptions{BatchSize: 5, Shuffle: ShuffleShards, Remainder: PadRemainder})
+				unchecked, err := Open(fx.Dir, OpenOptions{SkipSampleChecksums: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkBatches(t, unchecked, fx.Layout, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone, Remainder: PadRemainder})
+				checkBatches(t, unchecked, fx.Layout, BatchOptions{BatchSize: 3, Shuffle: ShuffleGlobal, Remainder: PadRemainder})
+				unchecked.Close()
+				spans, _ := sampleSpans(t, fx, 0, j)
+				fx.FlipByte(t, 0, spans[0][1]-3) // in the piece that ends the image
+				want := wantCRCError(t, fx, 0, j)
+				if err := readEpoch(r, BatchOptions{BatchSize: 8, Shuffle: ShuffleNone}); err == nil || err.Error() != want {
+					t.Fatalf("flip in sample %d: %v\nwant %q", j, err, want)
+				}
+				r.Close()
+			}
+		})
 	}
 }
 

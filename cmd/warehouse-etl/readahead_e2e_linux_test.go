@@ -34,19 +34,27 @@ func TestLoadColdSamples(t *testing.T) {
 		if err != nil || len(shards) == 0 {
 			t.Fatalf("no shards in %s: %v", dir, err)
 		}
-		for _, p := range shards {
-			f, err := os.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = f.Sync() // DONTNEED keeps dirty pages
-			_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-			f.Close()
-		}
+		dropFromPageCache(t, shards)
 		if cold := load(); cold == 0 {
 			t.Skipf("compact %v: no sample read from disk after DONTNEED (tmpfs, or a kernel without RWF_NOWAIT)", compact)
 		} else {
 			t.Logf("compact %v: %d samples read from disk after DONTNEED", compact, cold)
 		}
+	}
+}
+
+// dropFromPageCache drops the files at paths from the page cache
+// (POSIX_FADV_DONTNEED after an fsync: DONTNEED keeps dirty pages). On
+// tmpfs it drops nothing.
+func dropFromPageCache(t *testing.T, paths []string) {
+	t.Helper()
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Sync()
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
 	}
 }
