@@ -259,12 +259,18 @@ func (r *Reader) ImageInto(dst []byte, i int) {
 // value around the region, the region's rows inside it. It panics on a
 // shard that is not compact, or when src is not the region's size.
 func (r *Reader) RestoreImage(dst, src []byte, i int) {
+	restore(dst[:r.imageBytes], src, r.layout, r.storedRegion(i, src), nil)
+}
+
+// storedRegion is Region(i) for a caller holding src, its copy of sample
+// i's stored region bytes: it panics, naming the sample, when src is not
+// the region's size (and, as Region, on a shard that is not compact).
+func (r *Reader) storedRegion(i int, src []byte) Region {
 	g := r.Region(i)
-	l := r.layout
-	if len(src) != g.Bytes(l.Channels) {
-		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(src), g.Bytes(l.Channels)))
+	if len(src) != g.Bytes(r.layout.Channels) {
+		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(src), g.Bytes(r.layout.Channels)))
 	}
-	restore(dst[:r.imageBytes], src, l, g, nil)
+	return g
 }
 
 // RestoreImageChecked is RestoreImage that also checks sample i against
@@ -277,14 +283,7 @@ func (r *Reader) RestoreImage(dst, src []byte, i int) {
 // is restored either way. It panics on a shard that is not compact, or
 // when src is not the region's size.
 func (r *Reader) RestoreImageChecked(i int, dst, src []byte, stream bool) error {
-	if !r.compact {
-		panic("shard: RestoreImageChecked on a shard that is not compact")
-	}
-	g := r.Region(i)
-	l := r.layout
-	if len(src) != g.Bytes(l.Channels) {
-		panic(fmt.Sprintf("shard: sample %d: %d region bytes, want %d", i, len(src), g.Bytes(l.Channels)))
-	}
+	g, l := r.storedRegion(i, src), r.layout
 	want, ok := r.SampleChecksum(i)
 	if !ok {
 		restore(dst[:r.imageBytes], src, l, g, nil)

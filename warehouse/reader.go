@@ -534,7 +534,7 @@ func (r *Reader) Sample(i int) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	if err := r.verifySample(k, sr, local, nil); err != nil {
+	if err := r.verifySample(k, sr, local); err != nil {
 		return Sample{}, err
 	}
 	r.samples.Add(1)
@@ -613,21 +613,17 @@ func (r *Reader) needsCheck(k int, sr *shard.Reader, local, n int) bool {
 	return r.verifySamples && sr.HasSampleChecksums() && (r.recheckSamples || !r.shards[k].allVerified(local, n))
 }
 
-// verifySample checks sample local of shard k against its CRC-32C, with
-// image standing in for its image bytes when not nil (the copy a batch
-// holds): nil when it matches, when it passed before and the Reader does
-// not recheck, when the shard has no checksum section, or when the Reader
-// skips the checks. The error names the shard file, the warehouse sample
-// and the sample in the shard.
-func (r *Reader) verifySample(k int, sr *shard.Reader, local int, image []byte) error {
-	return r.verifyWith(k, sr, local, image, sr.VerifySample)
-}
-
-func (r *Reader) verifyWith(k int, sr *shard.Reader, local int, b []byte, verify func(int, []byte) error) error {
+// verifySample checks sample local of shard k, as stored in the shard,
+// against its CRC-32C (Sample's views; batches check their copies in
+// readPieces and readCompactRun): nil when it matches, when it passed
+// before and the Reader does not recheck, when the shard has no checksum
+// section, or when the Reader skips the checks. The error names the shard
+// file, the warehouse sample and the sample in the shard (checked).
+func (r *Reader) verifySample(k int, sr *shard.Reader, local int) error {
 	if !r.needsCheck(k, sr, local, 1) {
 		return nil
 	}
-	return r.checked(k, local, verify(local, b))
+	return r.checked(k, local, sr.VerifySample(local, nil))
 }
 
 // checked records the outcome of the check of sample local of shard k:
