@@ -5,11 +5,14 @@ import pickle
 import threading
 import unittest
 import warnings
+from unittest import mock
 
 import numpy as np
 import torch
 
 import warehouse_etl
+import warehouse_etl.torch as torchmod
+import warehouse_etl.warehouse as whmod
 from warehouse_etl.torch import (Normalize, PlannedBatch, WarehouseBatchSampler, WarehouseDataset, make_loader,
                                  normalize)
 from tests._fixtures import Reference, fixture, raw
@@ -156,6 +159,53 @@ class Loader(unittest.TestCase):
         b = ds[want[-1]["index"].numpy()]
         self.assertEqual(raw(b["images"].numpy()), raw(want[-1]["images"].numpy()))
         self.assertEqual([x["index"].tolist() for x in loader], [w["index"].tolist() for w in want])
+
+    def test_reading_threads(self):
+        """reader_threads' share of the CPUs reads whole batches side by side, one thread
+        per batch ahead, before it splits a batch (torch._reading_threads)."""
+        from warehouse_etl.torch import _reading_threads
+        for readers, ahead, cpus, want in (
+                (0, 0, 2, (0, 1)),
+                (1, 2, 1, (1, 1)),
+                (1, 2, 2, (2, 1)),    # two threads, a whole batch each (was one, split in two)
+                (1, 1, 2, (1, 2)),    # prefetch_factor 1: one batch ahead, split
+                (2, 4, 2, (2, 1)),
+                (3, 6, 2, (3, 1)),    # more readers than CPUs: each reads alone
+                (1, 2, 16, (2, 2)),   # 4 copying threads at most, over the 2 batches ahead
+                (2, 4, 16, (4, 2)),
+                (4, 8, 16, (8, 2)),
+                (2, 2, 16, (2, 4))):  # never fewer threads than reader_threads
+            with self.subTest(readers=readers, ahead=ahead, cpus=cpus):
+                self.assertEqual(_reading_threads(readers, ahead, cpus), want)
+
+    def test_one_reader_thread_reads_whole_batches_side_by_side(self):
+        """With one reader thread on 2 CPUs, two threads read the batches ahead, each copying
+        its batch alone, and the loop gets the batches it would read itself; on 16 CPUs
+        each of the two splits its batch in two."""
+        fx = fixture(self, "u8")
+        kw = dict(seed=4, epoch=1, shuffle="global")
+        want = [b["images"].numpy().copy() for b in make_loader(fx["dir"], 3, **kw)]
+        for cpus, threads, copy in ((2, 2, 1), (16, 2, 2)):
+            with self.subTest(cpus=cpus), mock.patch.object(torchmod, "_usable_cpus", lambda: cpus):
+                loader = make_loader(fx["dir"], 3, reader_threads=1, **kw)
+                ds = loader.dataset
+                self.addCleanup(ds.close)
+                self.assertEqual((ds._ahead._threads, ds._copy), (threads, copy))
+                limits, read = [], ds._read
+
+                def recording(idx, repeats, shared):
+                    limits.append((threading.current_thread().name, whmod._copy_local.limit))
+                    return read(idx, repeats, shared)
+
+                ds._read = recording
+                got = [b["images"].numpy().copy() for b in loader]
+                self.assertEqual(len(got), len(want))
+                for g, w in zip(got, want):
+                    self.assertEqual(raw(g), raw(w))
+                self.assertEqual(len(limits), len(want))
+                for name, limit in limits:
+                    self.assertTrue(name.startswith("warehouse-read"), name)
+                    self.assertEqual(limit, copy)
 
     def test_num_workers_is_the_deprecated_name_of_reader_threads(self):
         fx = fixture(self, "f16")

@@ -45,7 +45,7 @@ import warehouse_etl
 from warehouse_etl._mix import Mixture
 from warehouse_etl._order import batches_per_rank, plan_batches, plan_order
 from warehouse_etl._s3reader import S3_OPTIONS
-from warehouse_etl.warehouse import _usable_cpus, copy_threads
+from warehouse_etl.warehouse import _MAX_COPY_THREADS, _usable_cpus, copy_threads
 from warehouse_etl._state import LoaderStateError, StatefulLoader
 
 __all__ = ["PlannedBatch", "WarehouseBatchSampler", "WarehouseDataset", "WarehouseLoader", "make_loader",
@@ -374,6 +374,26 @@ class _ReadAhead:
                 self._pool = None
 
 
+def _reading_threads(reader_threads, ahead, cpus):
+    """How ``reader_threads`` read the ``ahead`` batches ahead on ``cpus`` CPUs: ``(threads,
+    copy)``, ``threads`` threads each reading whole batches, copying each with ``copy``
+    threads (itself included; ``copy_threads``). Each reader thread has CPUs //
+    reader_threads copying threads (at most _MAX_COPY_THREADS, at least 1), as a
+    ``read_batch`` in the loop has all of them; those threads read whole batches side by
+    side, one per batch ahead, before they split a batch. A split batch ends with a join:
+    the reading thread waits for the last copy of its helper, woken tens of
+    microseconds late on a VM, and the helper's start and end each take the GIL beside
+    the other threads'. On 2 vCPUs one reader thread reading 2 batches side by side ran
+    1.24x warm (25,501 against 20,509 samples/s) and 1.15x on a first epoch what it did
+    splitting each batch with a copy thread (docs/performance.md, "One reader thread:
+    whole batches side by side"). The batches ahead, and so the memory, do not change."""
+    if reader_threads <= 0:
+        return 0, 1
+    total = reader_threads * max(1, min(_MAX_COPY_THREADS, cpus // reader_threads))
+    threads = max(reader_threads, min(total, ahead))
+    return threads, max(1, total // threads)
+
+
 def _mostly_cold(before, now, least):
     """Whether the reads between two ``(cold_samples, samples_read)`` counts found at
     least ``least`` and 1 in COLD_SHARE of their samples out of the page cache."""
@@ -409,8 +429,10 @@ class WarehouseDataset(Dataset):
     the order the DataLoader will ask for them; :class:`WarehouseLoader` does this at
     each ``iter(loader)``), and the threads keep ``reader_threads * prefetch_factor``
     batches read or being read ahead of the loop (``os.preadv`` and numpy release the
-    GIL, so they read beside the training step). Without a plan, or asked for another
-    batch than the plan's next, a batch is read when it is asked for.
+    GIL, so they read beside the training step). Each reader thread's share of the CPUs
+    copies: as threads that read whole batches side by side, one per batch ahead, before
+    any batch is split among them (_reading_threads). Without a plan, or asked for
+    another batch than the plan's next, a batch is read when it is asked for.
 
     ``read_ahead`` (default 2; 0 off) batches past those being read are advised to the
     kernel as the plan is followed (``Warehouse.advise``: ``posix_fadvise(WILLNEED)`` of
@@ -474,9 +496,10 @@ class WarehouseDataset(Dataset):
         ahead = self.reader_threads * self.prefetch_factor
         # Room for the batches read ahead, the one in use and a few the caller keeps.
         self._memory = _BatchMemory(ahead + 4 if ahead else 8)
+        threads, self._copy = _reading_threads(self.reader_threads, ahead, _usable_cpus())
         advise = getattr(self.wh, "advise", None) if self.read_ahead else None
         counts = (lambda wh=self.wh: (wh.cold_samples, wh.samples_read)) if hasattr(self.wh, "cold_samples") else None
-        self._ahead = (_ReadAhead(self._read_ahead, self.reader_threads, ahead, advise, self.read_ahead, counts)
+        self._ahead = (_ReadAhead(self._read_ahead, threads, ahead, advise, self.read_ahead, counts)
                        if ahead or advise is not None else None)
 
     def __getstate__(self):
@@ -549,7 +572,7 @@ class WarehouseDataset(Dataset):
         return scratch
 
     def _read_ahead(self, idx, repeats):
-        with copy_threads(_usable_cpus() // self.reader_threads):  # the reader threads share the CPUs
+        with copy_threads(self._copy):  # the reading threads share the CPUs (_reading_threads)
             return self._read(idx, repeats, shared=False)
 
     def _specs(self, b):
