@@ -27,7 +27,7 @@ import numpy as np
 
 def rectangle(img, pad):
     """The compact rectangle of a CHW image: rows and columns where any channel differs
-    from the pad value (the whole image when nothing differs, as the writer keeps one)."""
+    from the pad value; the whole image when nothing differs (this probe's choice)."""
     differs = (img != pad).any(axis=0)
     rows, cols = np.flatnonzero(differs.any(axis=1)), np.flatnonzero(differs.any(axis=0))
     if rows.size == 0:
