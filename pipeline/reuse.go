@@ -393,11 +393,22 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 	h := sha256.New()
 	sc := bufio.NewScanner(io.TeeReader(f, h))
 	sc.Buffer(make([]byte, 64<<10), records.MaxSampleLineBytes+1)
-	type hit struct {
-		planIdx int64
-		loc     reuseLoc
-	}
-	var hits []hit
+	// Matches go straight into x as source src, and are taken back out if
+	// the file turns out not to be the one the manifest recorded (or any
+	// other error): src is then the next version's number. No list of the
+	// matches is kept beside x, which at 24 bytes a planned sample (and
+	// twice that while it grew) was the largest thing reuse held.
+	var n int64
+	committed := false
+	defer func() {
+		if !committed && n > 0 {
+			for k := range x.locs {
+				if x.locs[k].src == src {
+					x.locs[k] = reuseLoc{}
+				}
+			}
+		}
+	}()
 	shardNo := map[string]uint32{}
 	// The manifest's shards by id, with their cleaned paths: only those under
 	// shards/ (a sample line naming another is an error below).
@@ -455,7 +466,10 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 			rs.entries = append(rs.entries, sh.entry)
 		}
 		for ; i < len(want) && want[i].digest == d; i++ {
-			hits = append(hits, hit{want[i].planIdx, reuseLoc{src: src, shard: no, idx: uint32(line.ShardIndex)}})
+			if l := &x.locs[want[i].planIdx-x.base]; l.src == 0 {
+				*l = reuseLoc{src: src, shard: no, idx: uint32(line.ShardIndex)}
+				n++
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -466,20 +480,13 @@ func (b *builder) matchPinned(rs *reuseSource, recipe map[string]string, want []
 	}
 	// The shards' recorded image sums serve shards taken whole (reuse_link.go):
 	// read only from a version that serves any sample.
-	if len(hits) > 0 {
+	if n > 0 {
 		if rs.sums, err = readShardSums(rs, m); err != nil {
 			b.log.Warn("not using the shard sums of a version: shards taken whole are read to add them up", "dir", rs.dir, "why", err.Error())
 			rs.sums = nil
 		}
 	}
-	var n int64
-	for _, h := range hits {
-		l := &x.locs[h.planIdx-x.base]
-		if l.src == 0 {
-			*l = h.loc
-			n++
-		}
-	}
+	committed = true
 	return n, nil
 }
 
