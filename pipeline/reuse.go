@@ -701,7 +701,7 @@ func (rr *reuseReader) readImage(o *openShard, i int, image []byte) error {
 		if _, err := o.f.ReadAt(region, off); err != nil {
 			return err
 		}
-		o.r.RestoreImage(image, region, i)
+		o.r.RestoreImage(image, region, i, false)
 	} else {
 		off, n := o.r.ImageSpan(i, 1)
 		if n != len(image) {

@@ -1,6 +1,9 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // The compact image section (Version5, U8 only; docs/format/shard.md,
 // "Compact images"). It replaces the images section:
@@ -251,15 +254,16 @@ func (r *Reader) ImageInto(dst []byte, i int) {
 		return
 	}
 	g := r.Region(i)
-	r.RestoreImage(dst, r.data[g.Offset:g.Offset+int64(g.Bytes(r.layout.Channels))], i)
+	r.RestoreImage(dst, r.data[g.Offset:g.Offset+int64(g.Bytes(r.layout.Channels))], i, false)
 }
 
 // RestoreImage writes sample i's whole image into dst (ImageBytes long)
 // from src, its stored region bytes (as RegionSpan places them): the pad
 // value around the region, the region's rows inside it. It panics on a
-// shard that is not compact, or when src is not the region's size.
-func (r *Reader) RestoreImage(dst, src []byte, i int) {
-	restore(dst[:r.imageBytes], src, r.layout, r.storedRegion(i, src), nil)
+// shard that is not compact, or when src is not the region's size. With
+// stream its stores go past the caches where they can (restore).
+func (r *Reader) RestoreImage(dst, src []byte, i int, stream bool) {
+	restore(dst[:r.imageBytes], src, r.layout, r.storedRegion(i, src), nil, stream)
 }
 
 // storedRegion is Region(i) for a caller holding src, its copy of sample
@@ -286,56 +290,91 @@ func (r *Reader) RestoreImageChecked(i int, dst, src []byte, stream bool) error 
 	g, l := r.storedRegion(i, src), r.layout
 	want, ok := r.SampleChecksum(i)
 	if !ok {
-		restore(dst[:r.imageBytes], src, l, g, nil)
+		restore(dst[:r.imageBytes], src, l, g, nil, stream)
 		return nil
 	}
-	sum := &restoreSum{crc: crc32c(0, r.compactEntry(i)), stream: stream}
-	restore(dst[:r.imageBytes], src, l, g, sum)
+	sum := &restoreSum{crc: crc32c(0, r.compactEntry(i))}
+	restore(dst[:r.imageBytes], src, l, g, sum, stream)
 	return checkSampleCRC(i, r.tailChecksum(sum.crc, i), want)
 }
 
 // restoreSum is the CRC restore continues over the region bytes it copies
-// (CopyCRC32C), and whether its copies store past the caches.
-type restoreSum struct {
-	crc    uint32
-	stream bool
-}
+// (CopyCRC32C).
+type restoreSum struct{ crc uint32 }
 
 // restore fills the CHW image dst of l with l.Pad around region g and the
 // rows of src inside it; with sum not nil it continues sum.crc over src as
-// it copies it (CopyCRC32C: one pass over the region bytes).
-func restore(dst, src []byte, l Layout, g Region, sum *restoreSum) {
+// it copies it (CopyCRC32C: one pass over the region bytes). With stream
+// the region's copies and the pad bands of streamFillMin or more store
+// past the caches (Copy): into a batch that has left the caches, writing
+// the pad through them first read each of its lines (Go `load`, warm
+// compact epochs, 28,782 -> 35,844 samples/s with both streamed; 30,314
+// with only the region's copies).
+func restore(dst, src []byte, l Layout, g Region, sum *restoreSum, stream bool) {
 	W, H := l.Width, l.Height
+	pad := func(b []byte) { fillStream(b, l.Pad, stream) }
 	if g.W == 0 {
-		fill(dst, l.Pad)
+		pad(dst)
 		return
 	}
 	put := func(d, s []byte) {
 		if sum == nil {
-			copy(d, s)
+			Copy(d, s, stream)
 		} else {
-			sum.crc = CopyCRC32C(sum.crc, d, s, sum.stream)
+			sum.crc = CopyCRC32C(sum.crc, d, s, stream)
 		}
 	}
 	for c := range l.Channels {
 		plane := dst[c*W*H : (c+1)*W*H]
-		fill(plane[:g.Y*W], l.Pad)
+		pad(plane[:g.Y*W])
 		if g.W == W { // full-width rows: one band
 			put(plane[g.Y*W:(g.Y+g.H)*W], src[c*g.H*W:(c+1)*g.H*W])
-			fill(plane[(g.Y+g.H)*W:], l.Pad)
+			pad(plane[(g.Y+g.H)*W:])
 			continue
 		}
 		for r := range g.H {
 			row := plane[(g.Y+r)*W : (g.Y+r+1)*W]
-			fill(row[:g.X], l.Pad)
+			pad(row[:g.X])
 			put(row[g.X:g.X+g.W], src[(c*g.H+r)*g.W:(c*g.H+r+1)*g.W])
-			fill(row[g.X+g.W:], l.Pad)
+			pad(row[g.X+g.W:])
 		}
-		fill(plane[(g.Y+g.H)*W:], l.Pad)
+		pad(plane[(g.Y+g.H)*W:])
+	}
+}
+
+// fillStream is fill, with stream and b at least streamFillMin long
+// through Copy's stores past the caches from padPattern(v).
+func fillStream(b []byte, v byte, stream bool) {
+	if !stream || len(b) < streamFillMin {
+		fill(b, v)
+		return
+	}
+	pat := padPattern(v)
+	for len(b) > 0 {
+		m := min(len(b), len(pat))
+		Copy(b[:m], pat[:m], true)
+		b = b[m:]
 	}
 }
 
 // fill sets every byte of b to v.
+// streamFillMin is the least pad band a streaming restore writes with
+// stores past the caches (fillStream).
+const streamFillMin = 4 << 10
+
+var padPatterns [256]atomic.Pointer[[]byte]
+
+// padPattern is 16 KiB of v, made once per value.
+func padPattern(v byte) []byte {
+	if p := padPatterns[v].Load(); p != nil {
+		return *p
+	}
+	b := make([]byte, 16<<10)
+	fill(b, v)
+	padPatterns[v].Store(&b)
+	return b
+}
+
 func fill(b []byte, v byte) {
 	if len(b) == 0 {
 		return

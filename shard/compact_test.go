@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // letterboxSamples returns n random samples of l whose images are pad
@@ -89,10 +90,12 @@ func TestCompactRoundTrip(t *testing.T) {
 				t.Fatalf("pad %d sample %d: ImageInto differs", pad, i)
 			}
 			off, n := r.RegionSpan(i, 1)
-			clear(buf)
-			r.RestoreImage(buf, b[off:off+int64(n)], i)
-			if !bytes.Equal(buf, s.Image) {
-				t.Fatalf("pad %d sample %d: RestoreImage differs", pad, i)
+			for _, stream := range []bool{false, true} {
+				clear(buf)
+				r.RestoreImage(buf, b[off:off+int64(n)], i, stream)
+				if !bytes.Equal(buf, s.Image) {
+					t.Fatalf("pad %d sample %d: RestoreImage (stream %v) differs", pad, i, stream)
+				}
 			}
 			if err := r.VerifySample(i, nil); err != nil {
 				t.Fatal(err)
@@ -257,10 +260,18 @@ func BenchmarkRestore(b *testing.B) {
 	for k := range src {
 		src[k] = byte(k * 7)
 	}
-	dst := make([]byte, l.ImageBytes())
-	b.SetBytes(l.ImageBytes())
-	for b.Loop() {
-		restore(dst, src, l, g, nil)
+	for _, stream := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
+			// The rows of a 32-row batch, as the Go reader restores into
+			// (one image would stay in the caches).
+			batch := make([]byte, 32*l.ImageBytes())
+			b.SetBytes(l.ImageBytes())
+			k := 0
+			for b.Loop() {
+				restore(batch[k*int(l.ImageBytes()):(k+1)*int(l.ImageBytes())], src, l, g, nil, stream)
+				k = (k + 1) % 32
+			}
+		})
 	}
 }
 
@@ -341,5 +352,60 @@ func TestCheckedCopies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRestoreStreamed: restore writes the image the definition gives (the
+// pad outside the region, the region's rows inside), byte for byte, with
+// and without stores past the caches, for pad bands above and below
+// streamFillMin, pads 0 and not, a destination aligned and not (Copy then
+// falls back), and regions that are bands, columns, all pad and whole.
+func TestRestoreStreamed(t *testing.T) {
+	for _, l := range []Layout{
+		{DType: U8, Width: 384, Height: 384, Channels: 3, Compact: true},
+		{DType: U8, Width: 203, Height: 157, Channels: 3, Compact: true},
+	} {
+		W, H := l.Width, l.Height
+		for _, g := range []Region{
+			{X: 0, Y: (H - H*9/16) / 2, W: W, H: H * 9 / 16}, // letterbox: bands above and below
+			{X: (W - W*9/16) / 2, Y: 0, W: W * 9 / 16, H: H}, // pillarbox: columns
+			{X: 3, Y: 5, W: W - 7, H: H - 11},
+			{},                       // all pad
+			{X: 0, Y: 0, W: W, H: H}, // no pad
+		} {
+			src := make([]byte, g.Bytes(l.Channels))
+			for k := range src {
+				src[k] = byte(k*31 + 7)
+			}
+			for _, padValue := range []byte{0, 114, 255} {
+				l.Pad = padValue
+				want := make([]byte, l.ImageBytes())
+				for c := range l.Channels {
+					for y := range H {
+						for x := range W {
+							v := padValue
+							if g.W > 0 && x >= g.X && x < g.X+g.W && y >= g.Y && y < g.Y+g.H {
+								v = src[(c*g.H+y-g.Y)*g.W+x-g.X]
+							}
+							want[(c*H+y)*W+x] = v
+						}
+					}
+				}
+				for _, skew := range []int{0, 1} {
+					for _, stream := range []bool{false, true} {
+						buf := make([]byte, int(l.ImageBytes())+64)
+						base := (32 - int(uintptr(unsafe.Pointer(&buf[0]))%32)) % 32 // a 32-byte boundary
+						dst := buf[base+skew : base+skew+int(l.ImageBytes())]
+						for k := range dst {
+							dst[k] = 0xA5
+						}
+						restore(dst, src, l, g, nil, stream)
+						if !bytes.Equal(dst, want) {
+							t.Fatalf("%dx%d region %+v pad %d skew %d stream %v: the image differs", W, H, g, padValue, skew, stream)
+						}
+					}
+				}
+			}
+		}
 	}
 }

@@ -50,7 +50,7 @@ func FuzzParse(f *testing.F) {
 			if r.IsCompact() {
 				off, n := r.RegionSpan(i, 1)
 				buf := make([]byte, l.ImageBytes())
-				r.RestoreImage(buf, b[off:off+int64(n)], i)
+				r.RestoreImage(buf, b[off:off+int64(n)], i, i%2 == 1)
 				if !bytes.Equal(buf, r.Image(i)) {
 					t.Fatalf("sample %d: RestoreImage and Image differ", i)
 				}

@@ -89,7 +89,7 @@ func (r *Reader) readCompactRun(k int, sr *shard.Reader, local, m int, b *Batch,
 					return err
 				}
 			} else {
-				sr.RestoreImage(dst, region, i)
+				sr.RestoreImage(dst, region, i, stream)
 			}
 		}
 		j += c
