@@ -254,19 +254,25 @@ class CopyCRC(unittest.TestCase):
         fold level, storing through the caches and past them."""
         m = need_copycrc(self)
         for mode in self.modes(m):
-            for compact, elem in ((False, 1), (False, 2), (True, 1)):
-                with self.subTest(mode=mode, compact=compact, elem=elem):
-                    self.gather_case(m, compact, elem)
+            for compact, elem, big in ((False, 1, False), (False, 2, False), (True, 1, False), (True, 1, True)):
+                with self.subTest(mode=mode, compact=compact, elem=elem, big=big):
+                    self.gather_case(m, compact, elem, big)
 
-    def gather_case(self, m, compact, elem):
+    def gather_case(self, m, compact, elem, big=False):
+        """big: compact images whose pad bands above and below the region reach
+        pad_band's streaming size (4 KiB), some samples flagged as in a batch that has
+        left the caches (flag bit 1: their pad stored past them when streaming)."""
         from warehouse_etl import _compact
         rng = np.random.default_rng(17)
-        c, h, w, sizes = 3, 37, 41, (64, 3, 20)
+        c, h, w, sizes = (3, 120, 128, (64, 3, 20)) if big else (3, 37, 41, (64, 3, 20))
         img = c * h * w * elem
-        rects = [(0, 5, w, 20), (3, 2, 30, 31), (0, 0, 0, 0), (0, 0, w, h), (7, 9, 1, 1), (0, 36, w, 1), (0, 4, 20, 10)]
+        rects = ([(0, 40, w, 40), (5, 33, 100, 50), (0, 0, 0, 0), (0, 0, w, h), (7, 9, 1, 1), (0, 70, w, 1),
+                  (0, 0, w, 60)] if big else
+                 [(0, 5, w, 20), (3, 2, 30, 31), (0, 0, 0, 0), (0, 0, w, h), (7, 9, 1, 1), (0, 36, w, 1), (0, 4, 20, 10)])
         n = len(rects)
         order = [4, 0, 5, 2, 1, 3, 6]  # sample j goes to row order[j]
         check = [1, 0, 1, 1, 0, 1, 1]
+        cold = [1, 1, 1, 0, 1, 1, 0] if big else [0] * n
         small_src = [rng.integers(0, 256, size=(n, z), dtype=np.uint8) for z in sizes]
         if compact:  # regions back to back after 8 bytes; the entries apart, as a shard's table
             regions = [rng.integers(0, 256, size=c * rw * rh, dtype=np.uint8) for _, _, rw, rh in rects]
@@ -284,7 +290,7 @@ class CopyCRC(unittest.TestCase):
             src = want_img = rng.integers(0, 256, size=(n, img), dtype=np.uint8)
             stored, pads = [src[j].tobytes() for j in range(n)], [0] * n
             image_at, entry_at = [src.ctypes.data + j * img for j in range(n)], [0] * n
-        jobs = np.array([[image_at[j], entry_at[j], order[j], check[j] | pads[j] << 8] +
+        jobs = np.array([[image_at[j], entry_at[j], order[j], check[j] | cold[j] << 1 | pads[j] << 8] +
                          [a.ctypes.data + j * a.shape[1] for a in small_src] for j in range(n)], dtype=np.int64)
         # Each probe in one call; then every sample taken through a shared claims counter,
         # by one call and by three threads at once.

@@ -660,22 +660,50 @@ static inline uint32_t copy_checked(uint8_t *dst, const uint8_t *src, size_t n, 
     return reg;
 }
 
+/* n bytes of the pad value at d: with stream and a band of PAD_STREAM_MIN bytes or more,
+ * stored past the caches from a pattern of the value (copy_fold, its CRC dropped), else
+ * memset. */
+#define PAD_STREAM_MIN 4096
+static void pad_band(uint8_t *d, uint8_t pad, size_t n, int stream) {
+    static __thread uint8_t pattern[16384];
+    static __thread int pattern_value = -1;
+    if (!stream || n < PAD_STREAM_MIN) {
+        memset(d, pad, n);
+        return;
+    }
+    if (pattern_value != pad) {
+        memset(pattern, pad, sizeof pattern);
+        pattern_value = pad;
+    }
+    while (n) {
+        size_t m = n < sizeof pattern ? n : sizeof pattern;
+        (void)copy_fold(d, pattern, m, 0, 1);
+        d += m;
+        n -= m;
+    }
+}
+
 /* A compact sample (docs/format/shard.md, "Compact images") restored into its image at
  * dst (c planes of height x width): the pad around the entry's rectangle, the region at
  * src (c x h x w bytes, stored back to back) inside it, each byte written once; with
  * check, the register continued over the region as stored. stream: a band of whole rows
- * is stored past the caches (the pad, through them: streamed too it was slower). */
+ * is stored past the caches; pad_stream: the pad bands above and below it too
+ * (pad_band). The pad streamed too made the torch loader's warm compact epochs 1.11-1.18x
+ * faster (0 to 2 reader threads; its batches rotate through memory that has left the
+ * caches), and numpy read_batch into one reused batch, still in the caches, 0.82x: the
+ * caller says which (gather_rows' flag bit 1; docs/performance.md). */
 static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size_t height, size_t width, size_t x,
-                                size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream) {
+                                size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream,
+                                int pad_stream) {
     size_t plane = height * width, n = w * h;
     if (!n) {
-        memset(dst, pad, c * plane);
+        pad_band(dst, pad, c * plane, pad_stream);
         return reg;
     }
     for (size_t ch = 0; ch < c; ch++) {
         uint8_t *d = dst + ch * plane;
         const uint8_t *s = src + ch * n;
-        memset(d, pad, y * width);
+        pad_band(d, pad, y * width, pad_stream);
         if (w == width) {  /* a band of whole rows: one copy, checked as it goes */
             reg = copy_checked(d + y * width, s, n, reg, check, stream);
         } else {
@@ -687,7 +715,7 @@ static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size
             }
             if (check) reg = only_fold(s, n, reg);  /* just copied: in cache */
         }
-        memset(d + (y + h) * width, pad, (height - y - h) * width);
+        pad_band(d + (y + h) * width, pad, (height - y - h) * width, pad_stream);
     }
     return reg;
 }
@@ -698,7 +726,8 @@ PyDoc_STRVAR(gather_rows_doc,
              "Read n samples of a batch from their shards' mappings: jobs is the address of an\n"
              "int64 array [n, 4 + S] (C order), a row per sample: the image's address in the\n"
              "mapping (a compact sample: the mapping's start), the address of its compact table\n"
-             "entry (0: not compact), its row r in the batch, flags (bit 0: check it; bits 8-15:\n"
+             "entry (0: not compact), its row r in the batch, flags (bit 0: check it; bit 1: the\n"
+             "batch has left the caches, a compact image's pad is stored past them too; bits 8-15:\n"
              "the pad value), then the addresses of its S small sections (boxes, mask, records,\n"
              "extras; those with bytes). params is (images, image bytes, channels, height,\n"
              "width, ((address, row bytes), ...) of the S small arrays): the batch's arrays'\n"
@@ -781,7 +810,7 @@ static PyObject *gather_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
             }
             if (check) reg = only_fold(e, 16, reg);
             reg = restore_compact(dst, src, c, height, width, xywh[0], xywh[1], xywh[2], xywh[3], pad, check, reg,
-                                  stream);
+                                  stream, stream && (job[3] & 2));
         } else if (img) {
             const uint8_t *src = (const uint8_t *)(uintptr_t)job[0];
             if (probe == 2 || (probe && !resident(src + img - 1, page))) {

@@ -652,14 +652,16 @@ class Warehouse:
         if type(self).read_batch is not Warehouse.read_batch:
             return self.read_batch(indices, out=out)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        return self._read_checked(idx, self._in_range(idx), out, None)
+        return self._read_checked(idx, self._in_range(idx), out, None, cold_batch=True)
 
-    def _read_checked(self, idx, order, out, dest):
-        """read_batch, its arguments checked: ``order`` is _in_range(idx)."""
+    def _read_checked(self, idx, order, out, dest, cold_batch=False):
+        """read_batch, its arguments checked: ``order`` is _in_range(idx). ``cold_batch``:
+        out has left the caches (the torch loader's batches rotate through its memory), so
+        compact images' pad is stored past them too (_gather)."""
         out["index"][slice(None) if dest is None else dest] = idx
         if idx.shape[0] == 0:
             return out
-        got = self._gather(idx, out, dest, order)
+        got = self._gather(idx, out, dest, order, cold_batch)
         if got is None:
             first_bad = self._read_runs(idx, out, dest)
         else:  # what it left (pages not in the page cache) is read run by run
@@ -679,7 +681,7 @@ class Warehouse:
             np.copyto(out["class_index"], np.where(self._slots < counts[:, None], rec["class_index"], -1))
         return out
 
-    def _gather(self, idx, out, dest, order=None):
+    def _gather(self, idx, out, dest, order=None, cold_batch=False):
         """read_batch's reads from the shards' mappings in one compiled call per copy thread
         (``_copycrc.gather_rows``, where the package's compiled part has it): the batch's
         addresses worked out in a few whole-batch numpy steps, then each sample's image
@@ -723,6 +725,8 @@ class Warehouse:
             need = None
         if need is not None:
             jobs[:, 3] |= need
+        if cold_batch:  # a compact image's pad past the caches too (gather_rows' flag bit 1)
+            jobs[:, 3] |= 2
         status = np.empty(b, dtype=np.uint8)
         crcs = np.empty(b, dtype=np.uint32)
         l, small = self.layout, self._small
