@@ -660,23 +660,17 @@ static inline uint32_t copy_checked(uint8_t *dst, const uint8_t *src, size_t n, 
     return reg;
 }
 
-/* n bytes of the pad value at d: with stream and a band of PAD_STREAM_MIN bytes or more,
- * stored past the caches from a pattern of the value (copy_fold, its CRC dropped), else
- * memset. */
-#define PAD_STREAM_MIN 4096
-static void pad_band(uint8_t *d, uint8_t pad, size_t n, int stream) {
-    static __thread uint8_t pattern[16384];
-    static __thread int pattern_value = -1;
-    if (!stream || n < PAD_STREAM_MIN) {
+/* n bytes of the pad value at d: with pattern (PAD_PATTERN bytes of the value) and a band
+ * of PAD_PATTERN bytes or more, stored past the caches from it (copy_fold, its CRC
+ * dropped), else memset. */
+#define PAD_PATTERN 4096
+static void pad_band(uint8_t *d, uint8_t pad, size_t n, const uint8_t *pattern) {
+    if (!pattern || n < PAD_PATTERN) {
         memset(d, pad, n);
         return;
     }
-    if (pattern_value != pad) {
-        memset(pattern, pad, sizeof pattern);
-        pattern_value = pad;
-    }
     while (n) {
-        size_t m = n < sizeof pattern ? n : sizeof pattern;
+        size_t m = n < PAD_PATTERN ? n : PAD_PATTERN;
         (void)copy_fold(d, pattern, m, 0, 1);
         d += m;
         n -= m;
@@ -688,22 +682,28 @@ static void pad_band(uint8_t *d, uint8_t pad, size_t n, int stream) {
  * src (c x h x w bytes, stored back to back) inside it, each byte written once; with
  * check, the register continued over the region as stored. stream: a band of whole rows
  * is stored past the caches; pad_stream: the pad bands above and below it too
- * (pad_band). The pad streamed too made the torch loader's warm compact epochs 1.11-1.18x
- * faster (0 to 2 reader threads; its batches rotate through memory that has left the
- * caches), and numpy read_batch into one reused batch, still in the caches, 0.82x: the
- * caller says which (gather_rows' flag bit 1; docs/performance.md). */
+ * (pad_band). The pad streamed too made the torch loader's warm compact epochs 1.07x and
+ * 1.10x faster at 1 and 2 reader threads (its batches rotate through memory that has left
+ * the caches), and numpy read_batch into one reused batch, still in the caches, 0.82x:
+ * the caller says which (gather_rows' flag bit 1; docs/performance.md). */
 static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size_t height, size_t width, size_t x,
                                 size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream,
                                 int pad_stream) {
     size_t plane = height * width, n = w * h;
+    uint8_t pattern_bytes[PAD_PATTERN];
+    const uint8_t *pattern = NULL;
+    if (pad_stream) {
+        memset(pattern_bytes, pad, PAD_PATTERN);
+        pattern = pattern_bytes;
+    }
     if (!n) {
-        pad_band(dst, pad, c * plane, pad_stream);
+        pad_band(dst, pad, c * plane, pattern);
         return reg;
     }
     for (size_t ch = 0; ch < c; ch++) {
         uint8_t *d = dst + ch * plane;
         const uint8_t *s = src + ch * n;
-        pad_band(d, pad, y * width, pad_stream);
+        pad_band(d, pad, y * width, pattern);
         if (w == width) {  /* a band of whole rows: one copy, checked as it goes */
             reg = copy_checked(d + y * width, s, n, reg, check, stream);
         } else {
@@ -715,7 +715,7 @@ static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size
             }
             if (check) reg = only_fold(s, n, reg);  /* just copied: in cache */
         }
-        pad_band(d + (y + h) * width, pad, (height - y - h) * width, pad_stream);
+        pad_band(d + (y + h) * width, pad, (height - y - h) * width, pattern);
     }
     return reg;
 }
