@@ -684,7 +684,7 @@ static void pad_band(uint8_t *d, uint8_t pad, size_t n, const uint8_t *pattern) 
  * is stored past the caches; pad_stream: the pad bands above and below it too
  * (pad_band). The pad streamed too made the torch loader's warm compact epochs 1.07x and
  * 1.10x faster at 1 and 2 reader threads (its batches rotate through memory that has left
- * the caches), and numpy read_batch into one reused batch, still in the caches, 0.82x:
+ * the caches), and numpy read_batch into one reused batch, still in the caches, 0.92x:
  * the caller says which (gather_rows' flag bit 1; docs/performance.md). */
 static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size_t height, size_t width, size_t x,
                                 size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream,

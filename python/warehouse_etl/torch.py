@@ -384,9 +384,8 @@ def _reading_threads(reader_threads, ahead, cpus):
     the reading thread waits for the last copy of its helper, woken tens of
     microseconds late on a VM, and the helper's start and end each take the GIL beside
     the other threads'. On 2 vCPUs one reader thread reading 2 batches side by side ran
-    1.33x warm (25,923 against 19,422 samples/s) and 1.35x on a first epoch what it did
-    splitting each batch with a copy thread (docs/performance.md, "One reader thread:
-    whole batches side by side"). The batches ahead, and so the memory for batches, do
+    1.22-1.35x warm and 1.12x on a first epoch what it did splitting each batch with a
+    copy thread (docs/performance.md, "One reader thread: whole batches side by side"). The batches ahead, and so the memory for batches, do
     not change; each reading thread keeps its own small scratch (records, and with
     ``normalize`` a U8 batch)."""
     if reader_threads <= 0:
