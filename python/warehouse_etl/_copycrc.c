@@ -690,9 +690,12 @@ static uint32_t restore_compact(uint8_t *dst, const uint8_t *src, size_t c, size
                                 size_t y, size_t w, size_t h, uint8_t pad, int check, uint32_t reg, int stream,
                                 int pad_stream) {
     size_t plane = height * width, n = w * h;
+    /* The pattern only where a band reaches pad_band's streaming size (small images
+     * have none: no 4 KiB memset a sample for nothing). */
+    size_t below = height - y - h, band = n ? (y > below ? y : below) * width : c * plane;
     uint8_t pattern_bytes[PAD_PATTERN];
     const uint8_t *pattern = NULL;
-    if (pad_stream) {
+    if (pad_stream && band >= PAD_PATTERN) {
         memset(pattern_bytes, pad, PAD_PATTERN);
         pattern = pattern_bytes;
     }

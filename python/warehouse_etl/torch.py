@@ -385,9 +385,9 @@ def _reading_threads(reader_threads, ahead, cpus):
     microseconds late on a VM, and the helper's start and end each take the GIL beside
     the other threads'. On 2 vCPUs one reader thread reading 2 batches side by side ran
     1.22-1.35x warm and 1.12x on a first epoch what it did splitting each batch with a
-    copy thread (docs/performance.md, "One reader thread: whole batches side by side"). The batches ahead, and so the memory for batches, do
-    not change; each reading thread keeps its own small scratch (records, and with
-    ``normalize`` a U8 batch)."""
+    copy thread (docs/performance.md, "One reader thread: whole batches side by side").
+    The batches ahead, and so the memory for batches, do not change; each reading thread
+    keeps its own small scratch (records, and with ``normalize`` a U8 batch)."""
     if reader_threads <= 0:
         return 0, 1
     total = reader_threads * max(1, min(_MAX_COPY_THREADS, cpus // reader_threads))
